@@ -1,0 +1,1 @@
+//! Benchmarks, reports, and later the load generator and the simulator (issue 6).

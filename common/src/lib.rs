@@ -1,0 +1,13 @@
+//! Types shared by every Cocktail-rs crate: the model-zoo manifest (`zoo.toml`), the
+//! committed test sets and the recorded per-model predictions. No HTTP framework and no
+//! async runtime live here, so the simulator and the tests can use it as plain data.
+
+pub mod error;
+pub mod predictions;
+pub mod testset;
+pub mod zoo;
+
+pub use error::CommonError;
+pub use predictions::Predictions;
+pub use testset::{Input, TestSet};
+pub use zoo::{ModelEntry, Preprocess, Profile, TaskSpec, Zoo};

@@ -1,0 +1,393 @@
+//! The model-zoo manifest, `models/zoo.toml`.
+//!
+//! `models/train/manifest.py` writes everything but the `[models.profile]` tables, which
+//! `cocktail profile` measures on the local machine and rewrites. Paths inside the
+//! manifest are relative to the folder that holds it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::CommonError;
+
+/// Where the manifest lives in a checkout, relative to the workspace root.
+pub const DEFAULT_MANIFEST: &str = "models/zoo.toml";
+
+/// The manifest schema this code reads.
+pub const SCHEMA: u32 = 1;
+
+/// A loaded, validated zoo manifest.
+#[derive(Debug, Clone)]
+pub struct Zoo {
+    root: PathBuf,
+    tasks: BTreeMap<String, TaskSpec>,
+    models: Vec<ModelEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    schema: u32,
+    tasks: BTreeMap<String, TaskSpec>,
+    models: Vec<ModelEntry>,
+}
+
+/// One classification task (`fashion`, `sentiment`): its classes and its test data.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    /// Class labels, indexed by class id.
+    pub labels: Vec<String>,
+    pub test_set: TestSetSpec,
+    /// Every model's recorded answer on every test item (see [`crate::Predictions`]).
+    pub predictions: String,
+}
+
+/// How a task's committed test set is stored.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(tag = "format", rename_all = "lowercase", deny_unknown_fields)]
+pub enum TestSetSpec {
+    /// gzip'd IDX files as distributed with (Fashion-)MNIST.
+    Idx { images: String, labels: String },
+    /// A UTF-8 TSV file with the header `label\tsource\ttext`.
+    Tsv { path: String },
+}
+
+/// One model of the zoo.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    pub name: String,
+    pub task: String,
+    /// The ONNX file, relative to the manifest's folder.
+    pub file: String,
+    pub sha256: String,
+    pub arch: String,
+    pub description: String,
+    pub params: u64,
+    pub train_examples: u64,
+    pub epochs: u32,
+    /// Top-1 accuracy on the task's full test set.
+    pub accuracy: f64,
+    /// Recall per class on the test set, indexed by class id.
+    pub class_accuracy: Vec<f64>,
+    pub inputs: Vec<TensorSpec>,
+    /// The output holding logits `[batch, classes]`.
+    pub output: String,
+    pub preprocess: Preprocess,
+    pub profile: Option<Profile>,
+}
+
+/// An ONNX input: its name, element type and shape (`-1` marks a dynamic axis).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    Float32,
+    Int64,
+}
+
+/// How raw input becomes the model's tensors; the worker does exactly what training did.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Preprocess {
+    /// Grey image resized to `width` x `height`; each pixel becomes
+    /// `(pixel * scale - mean) / std`, laid out `[batch, 1, height, width]`.
+    Image {
+        width: u32,
+        height: u32,
+        scale: f32,
+        mean: f32,
+        std: f32,
+    },
+    /// WordPiece ids and attention mask from `tokenizer` (relative to the manifest's
+    /// folder), no padding per item, truncated at `max_tokens`.
+    Text { tokenizer: String, max_tokens: usize },
+}
+
+/// Latency measured on this machine by `cocktail profile`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// The machine the numbers come from.
+    pub host: String,
+    /// Token count of the input used for text models (the test set's median).
+    pub seq_len: Option<usize>,
+    /// Intra-op thread counts measured (rows of `latency_us`).
+    pub threads: Vec<usize>,
+    /// Batch sizes measured (columns of `latency_us`).
+    pub batch_sizes: Vec<usize>,
+    /// Median latency of one batch in microseconds, `[threads][batch size]`.
+    pub latency_us: Vec<Vec<f64>>,
+    /// Packing factor per thread count (see [`packing_factor`]).
+    pub packing_factor: Vec<u32>,
+}
+
+impl Profile {
+    /// Median latency of a batch of `batch` items with `threads` intra-op threads, when
+    /// both were measured.
+    pub fn latency_us(&self, threads: usize, batch: usize) -> Option<f64> {
+        let row = self.threads.iter().position(|&t| t == threads)?;
+        let col = self.batch_sizes.iter().position(|&b| b == batch)?;
+        self.latency_us.get(row)?.get(col).copied()
+    }
+
+    /// The packing factor measured with `threads` intra-op threads.
+    pub fn packing_factor(&self, threads: usize) -> Option<u32> {
+        let row = self.threads.iter().position(|&t| t == threads)?;
+        self.packing_factor.get(row).copied()
+    }
+}
+
+/// How much slower than a lone request a request may get when packed with others before
+/// the packing breaks "the inference latency" (Cocktail §2.3.2 leaves the tolerance open).
+pub const PACKING_SLACK: f64 = 1.5;
+
+/// Packing factor Pf: how many requests one instance serves concurrently without breaking
+/// the model's latency (Cocktail §2.3.2). The worker serves concurrent requests as one
+/// batch, so Pf is the largest batch whose latency stays within [`PACKING_SLACK`] times
+/// the latency of a single item, interpolated linearly between measured batch sizes.
+/// `batch_sizes` must be ascending and start at 1.
+pub fn packing_factor(batch_sizes: &[usize], latency_us: &[f64]) -> u32 {
+    let (Some(&single), true) = (latency_us.first(), batch_sizes.first() == Some(&1)) else {
+        return 1;
+    };
+    let limit = single * PACKING_SLACK;
+    let mut best = 1.0_f64;
+    for (window_b, window_l) in batch_sizes.windows(2).zip(latency_us.windows(2)) {
+        let (b0, b1) = (window_b[0] as f64, window_b[1] as f64);
+        let (l0, l1) = (window_l[0], window_l[1]);
+        if l1 <= limit {
+            best = b1;
+            continue;
+        }
+        if l0 <= limit && l1 > l0 {
+            best = b0 + (limit - l0) / (l1 - l0) * (b1 - b0);
+        }
+        break;
+    }
+    best.floor().max(1.0) as u32
+}
+
+impl Zoo {
+    /// Reads and validates the manifest at `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, CommonError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| CommonError::io(path, e))?;
+        let manifest: Manifest =
+            toml::from_str(&text).map_err(|e| CommonError::ManifestSyntax {
+                path: path.to_path_buf(),
+                source: Box::new(e),
+            })?;
+        let root = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let zoo = Self {
+            root,
+            tasks: manifest.tasks,
+            models: manifest.models,
+        };
+        zoo.validate(manifest.schema)?;
+        Ok(zoo)
+    }
+
+    /// Finds the manifest: `explicit` if given, else `models/zoo.toml` in the current
+    /// folder or one of its parents (so binaries work from any folder of a checkout).
+    pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, CommonError> {
+        if let Some(path) = explicit {
+            return Ok(path.to_path_buf());
+        }
+        let cwd = std::env::current_dir().map_err(|e| CommonError::io(".", e))?;
+        cwd.ancestors()
+            .map(|dir| dir.join(DEFAULT_MANIFEST))
+            .find(|candidate| candidate.is_file())
+            .ok_or_else(|| {
+                CommonError::ManifestInvalid(format!(
+                    "no {DEFAULT_MANIFEST} in {} or its parents; pass --zoo",
+                    cwd.display()
+                ))
+            })
+    }
+
+    fn validate(&self, schema: u32) -> Result<(), CommonError> {
+        let fail = |msg: String| Err(CommonError::ManifestInvalid(msg));
+        if schema != SCHEMA {
+            return fail(format!("schema {schema} is not supported (expected {SCHEMA})"));
+        }
+        let mut names = HashSet::new();
+        for m in &self.models {
+            if !names.insert(m.name.as_str()) {
+                return fail(format!("model `{}` appears twice", m.name));
+            }
+            let Some(task) = self.tasks.get(&m.task) else {
+                return fail(format!("model `{}` names unknown task `{}`", m.name, m.task));
+            };
+            if m.class_accuracy.len() != task.labels.len() {
+                return fail(format!(
+                    "model `{}` has {} class accuracies for {} classes",
+                    m.name,
+                    m.class_accuracy.len(),
+                    task.labels.len()
+                ));
+            }
+            let in_unit = |a: f64| (0.0..=1.0).contains(&a);
+            if !in_unit(m.accuracy) || !m.class_accuracy.iter().all(|&a| in_unit(a)) {
+                return fail(format!("model `{}` has an accuracy outside [0, 1]", m.name));
+            }
+            if let Some(p) = &m.profile {
+                let rows_ok = p.latency_us.len() == p.threads.len()
+                    && p.packing_factor.len() == p.threads.len()
+                    && p.latency_us.iter().all(|r| r.len() == p.batch_sizes.len());
+                if !rows_ok {
+                    return fail(format!("model `{}` has a ragged profile", m.name));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The folder holding the manifest; the manifest's paths are relative to it.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// A path from the manifest made usable from the current folder.
+    pub fn resolve(&self, relative: &str) -> PathBuf {
+        self.root.join(relative)
+    }
+
+    pub fn tasks(&self) -> &BTreeMap<String, TaskSpec> {
+        &self.tasks
+    }
+
+    pub fn task(&self, name: &str) -> Result<&TaskSpec, CommonError> {
+        self.tasks
+            .get(name)
+            .ok_or_else(|| CommonError::UnknownTask(name.to_owned()))
+    }
+
+    pub fn models(&self) -> &[ModelEntry] {
+        &self.models
+    }
+
+    pub fn model(&self, name: &str) -> Result<&ModelEntry, CommonError> {
+        self.models
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| CommonError::UnknownModel(name.to_owned()))
+    }
+
+    /// The models serving `task`, in manifest order.
+    pub fn models_for<'a>(&'a self, task: &'a str) -> impl Iterator<Item = &'a ModelEntry> {
+        self.models.iter().filter(move |m| m.task == task)
+    }
+
+    /// Checks that a model's ONNX file is the one the manifest describes.
+    pub fn verify_checksum(&self, model: &ModelEntry) -> Result<(), CommonError> {
+        let path = self.resolve(&model.file);
+        let actual = sha256_file(&path)?;
+        if actual != model.sha256 {
+            return Err(CommonError::Checksum {
+                path,
+                expected: model.sha256.clone(),
+                actual,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Hex sha256 of a file's bytes, streamed.
+pub fn sha256_file(path: &Path) -> Result<String, CommonError> {
+    let mut file = std::fs::File::open(path).map_err(|e| CommonError::io(path, e))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0_u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buf).map_err(|e| CommonError::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packing_factor_cases() {
+        let sizes = [1, 2, 4, 8, 16, 32];
+        // Overhead-bound tiny model: everything within 1.5x, so the largest batch.
+        assert_eq!(packing_factor(&sizes, &[10.0, 10.5, 11.0, 12.0, 13.0, 14.0]), 32);
+        // Compute-bound model: twice the items, twice the time.
+        assert_eq!(packing_factor(&sizes, &[100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0]), 1);
+        // Crossing between 4 (130) and 8 (170): limit 150 is half way, so 6.
+        assert_eq!(packing_factor(&sizes, &[100.0, 110.0, 130.0, 170.0, 300.0, 600.0]), 6);
+        assert_eq!(packing_factor(&[], &[]), 1);
+        assert_eq!(packing_factor(&[2, 4], &[1.0, 2.0]), 1);
+    }
+
+    #[test]
+    fn profile_lookup() {
+        let p = Profile {
+            host: "test".into(),
+            seq_len: None,
+            threads: vec![1, 2],
+            batch_sizes: vec![1, 2],
+            latency_us: vec![vec![10.0, 15.0], vec![6.0, 8.0]],
+            packing_factor: vec![2, 2],
+        };
+        assert_eq!(p.latency_us(2, 2), Some(8.0));
+        assert_eq!(p.latency_us(4, 2), None);
+        assert_eq!(p.packing_factor(1), Some(2));
+    }
+
+    #[test]
+    fn rejects_unknown_fields_and_bad_tasks() {
+        let bad = "schema = 1\nbogus = 2\n[tasks]\nmodels = []\n";
+        assert!(toml::from_str::<Manifest>(bad).is_err());
+        let dir = std::env::temp_dir().join(format!("zoo-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("zoo.toml");
+        std::fs::write(
+            &path,
+            r#"schema = 1
+[tasks.t]
+labels = ["a", "b"]
+predictions = "p.tsv.gz"
+test_set = { format = "tsv", path = "t.tsv" }
+[[models]]
+name = "m"
+task = "other"
+file = "m.onnx"
+sha256 = ""
+arch = ""
+description = ""
+params = 1
+train_examples = 1
+epochs = 1
+accuracy = 0.5
+class_accuracy = [0.5, 0.5]
+inputs = []
+output = "logits"
+preprocess = { kind = "text", tokenizer = "tok.json", max_tokens = 8 }
+"#,
+        )
+        .unwrap();
+        let err = Zoo::load(&path).unwrap_err().to_string();
+        assert!(err.contains("unknown task `other`"), "{err}");
+    }
+}

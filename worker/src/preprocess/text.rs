@@ -1,0 +1,86 @@
+//! Text preprocessing: WordPiece ids from the zoo's `tokenizer.json` (the one the training
+//! script used through Python's `tokenizers`, which is this same Rust code), no padding per
+//! item, truncated at the model's maximum; batches are right-padded with id 0, mask 0.
+
+use std::path::Path;
+
+use ndarray::Array2;
+use tokenizers::{Tokenizer, TruncationParams};
+
+use crate::{Batch, WorkerError};
+
+/// Longest text accepted, in characters.
+pub const MAX_TEXT_CHARS: usize = 10_000;
+
+/// A tokenizer configured for one model.
+#[derive(Debug)]
+pub struct TextPreprocessor {
+    tokenizer: Tokenizer,
+    max_tokens: usize,
+}
+
+impl TextPreprocessor {
+    pub fn load(path: &Path, max_tokens: usize) -> Result<Self, WorkerError> {
+        let fail = |message: String| WorkerError::Tokenizer {
+            path: path.display().to_string(),
+            message,
+        };
+        let mut tokenizer = Tokenizer::from_file(path).map_err(|e| fail(e.to_string()))?;
+        // The file pads every item to 128 tokens; batching pads only to the longest item.
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_tokens,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(Self {
+            tokenizer,
+            max_tokens,
+        })
+    }
+
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+
+    /// The ids of one text, special tokens included.
+    pub fn encode(&self, text: &str) -> Result<Vec<i64>, WorkerError> {
+        if text.trim().is_empty() {
+            return Err(WorkerError::invalid("text", "must not be empty"));
+        }
+        let chars = text.chars().count();
+        if chars > MAX_TEXT_CHARS {
+            return Err(WorkerError::invalid(
+                "text",
+                format!("{chars} characters is over the limit of {MAX_TEXT_CHARS}"),
+            ));
+        }
+        let encoding = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| WorkerError::invalid("text", format!("cannot tokenize: {e}")))?;
+        Ok(encoding.get_ids().iter().map(|&id| i64::from(id)).collect())
+    }
+
+    /// Tokenizes the texts into one right-padded batch.
+    pub fn batch(&self, texts: &[&str]) -> Result<Batch, WorkerError> {
+        let encoded = texts
+            .iter()
+            .map(|t| self.encode(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let seq = encoded.iter().map(Vec::len).max().unwrap_or(0);
+        let mut input_ids = Array2::<i64>::zeros((encoded.len(), seq));
+        let mut attention_mask = Array2::<i64>::zeros((encoded.len(), seq));
+        for (row, ids) in encoded.iter().enumerate() {
+            for (col, &id) in ids.iter().enumerate() {
+                input_ids[[row, col]] = id;
+                attention_mask[[row, col]] = 1;
+            }
+        }
+        Ok(Batch::Tokens {
+            input_ids,
+            attention_mask,
+        })
+    }
+}
