@@ -1,1 +1,51 @@
-fn main() {}
+//! `cocktail`: the project's command line. Each subcommand is a thin wrapper over library
+//! code; `profile` measures the zoo on this machine.
+
+mod profile;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Debug, Parser)]
+#[command(name = "cocktail", version, about = "Cocktail-rs: cost-aware ensemble model serving")]
+struct Cli {
+    /// The zoo manifest (default: models/zoo.toml in this folder or a parent).
+    #[arg(long, env = "COCKTAIL_ZOO", global = true)]
+    zoo: Option<PathBuf>,
+    /// The ONNX Runtime shared library (default: ORT_DYLIB_PATH, then .deps/ from scripts/setup.sh).
+    #[arg(long, env = "COCKTAIL_ORT_LIB", global = true)]
+    ort_lib: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Measure every model's latency per batch size and thread count with ONNX Runtime on
+    /// this machine, derive its packing factor, and rewrite the profile part of the
+    /// manifest and the table in models/README.md.
+    Profile(profile::ProfileArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Profile(args) => profile::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One line, the whole cause chain: what failed and why.
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

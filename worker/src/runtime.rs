@@ -21,29 +21,28 @@ static ENVIRONMENT: OnceLock<Environment> = OnceLock::new();
 static INIT: Mutex<()> = Mutex::new(());
 
 /// Finds the library: `explicit` (the `--ort-lib` flag), else `ORT_DYLIB_PATH`, else the
-/// setup script's location in the current folder or one of its parents.
+/// setup script's location in the current folder or one of its parents. A path the user
+/// named must exist: falling back silently would load a library they did not ask for.
 pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, WorkerError> {
-    let mut tried = Vec::new();
-    let from_env = std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from);
-    for candidate in explicit.map(Path::to_path_buf).into_iter().chain(from_env) {
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-        tried.push(candidate.display().to_string());
-    }
-    if let Ok(cwd) = std::env::current_dir() {
-        for dir in cwd.ancestors() {
-            let candidate = dir.join(SETUP_PATH);
-            if candidate.is_file() {
-                return Ok(candidate);
-            }
-        }
-        tried.push(cwd.join(SETUP_PATH).display().to_string());
-    }
-    Err(WorkerError::RuntimeMissing {
-        tried: tried.join(", "),
+    let named = explicit
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from));
+    let missing = |tried: String| WorkerError::RuntimeMissing {
+        tried,
         version: ORT_VERSION,
-    })
+    };
+    if let Some(path) = named {
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(missing(format!("`{}`", path.display())))
+        };
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    cwd.ancestors()
+        .map(|dir| dir.join(SETUP_PATH))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| missing(format!("`{}` (nor in a parent folder)", cwd.join(SETUP_PATH).display())))
 }
 
 /// The process-wide ONNX Runtime environment, loading the library on first use.

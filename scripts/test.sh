@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Sets up and passes every check: formatting, clippy with warnings as errors, and every
+# test (unit, integration, black-box) against real ONNX Runtime. `.ci/run` runs this.
+source "$(dirname "$0")/lib.sh"
+"$ROOT/scripts/setup.sh"
+setup_ort
+cd "$ROOT"
+log "cargo fmt --check"
+cargo fmt --all --check
+log "cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+log "cargo test"
+cargo test --workspace --locked
