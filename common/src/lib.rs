@@ -2,7 +2,9 @@
 //! committed test sets and the recorded per-model predictions. No HTTP framework and no
 //! async runtime live here, so the simulator and the tests can use it as plain data.
 
+pub mod batching;
 pub mod error;
+pub mod oip;
 pub mod predictions;
 pub mod testset;
 pub mod zoo;

@@ -1,4 +1,4 @@
-//! The error enum of the worker crate.
+//! The error enum of the worker crate; `http::error` maps it to HTTP statuses.
 
 use cocktail_common::CommonError;
 
@@ -19,6 +19,16 @@ pub enum WorkerError {
     Tokenizer { path: String, message: String },
     #[error("invalid input `{field}`: {message}")]
     InvalidInput { field: &'static str, message: String },
+    #[error("malformed JSON body: {0}")]
+    MalformedJson(String),
+    #[error("body is over the limit of {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("overloaded: {capacity} items are in service or queued; retry shortly")]
+    Overloaded { capacity: usize },
+    #[error("this worker is draining and takes no new requests")]
+    Draining,
+    #[error("this worker serves `{served}`, not `{requested}`")]
+    UnknownModel { served: String, requested: String },
     #[error(transparent)]
     Common(#[from] CommonError),
 }
@@ -28,6 +38,21 @@ impl WorkerError {
         Self::InvalidInput {
             field,
             message: message.into(),
+        }
+    }
+
+    /// A short, bounded name for metrics and the `error_type` of error bodies.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::RuntimeMissing { .. } | Self::RuntimeLoad { .. } => "runtime",
+            Self::Ort(_) => "inference",
+            Self::ModelMismatch { .. } | Self::Tokenizer { .. } | Self::Common(_) => "model",
+            Self::InvalidInput { .. } => "invalid_input",
+            Self::MalformedJson(_) => "malformed_json",
+            Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::Overloaded { .. } => "overloaded",
+            Self::Draining => "draining",
+            Self::UnknownModel { .. } => "unknown_model",
         }
     }
 }

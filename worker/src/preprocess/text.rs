@@ -44,6 +44,11 @@ impl TextPreprocessor {
         self.max_tokens
     }
 
+    /// Number of ids the vocabulary holds, special tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.tokenizer.get_vocab_size(true)
+    }
+
     /// The ids of one text, special tokens included.
     pub fn encode(&self, text: &str) -> Result<Vec<i64>, WorkerError> {
         if text.trim().is_empty() {

@@ -1,0 +1,151 @@
+//! The batch manager (MArk §4.3): one thread owns the backend; requests queue on a
+//! channel; a batch is submitted when it holds `max_items` items or its first request has
+//! waited `window`. Requests already queued when a batch ends join the next one at once.
+//!
+//! The handle is a channel sender (the TGI queue pattern); the thread is plain blocking
+//! code because ONNX Runtime calls block anyway.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
+use std::time::Instant;
+
+use cocktail_common::batching::BatchPolicy;
+use tokio::sync::oneshot;
+
+use crate::preprocess::Preprocessor;
+use crate::request::{Prepared, join};
+use crate::{Backend, Probabilities, WorkerError, metrics};
+
+/// What the batcher answers one request with: its rows of probabilities.
+pub type Reply = Result<Probabilities, WorkerError>;
+
+struct Job {
+    prepared: Prepared,
+    enqueued: Instant,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// A cheap, cloneable way to submit work to the batch thread.
+#[derive(Debug, Clone)]
+pub struct BatcherHandle {
+    sender: mpsc::Sender<Job>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job").field("items", &self.prepared.len()).finish()
+    }
+}
+
+impl BatcherHandle {
+    /// Starts the batch thread. It ends when every handle is dropped.
+    pub fn spawn(
+        backend: Box<dyn Backend>,
+        preprocessor: Arc<Preprocessor>,
+        policy: BatchPolicy,
+    ) -> Result<Self, WorkerError> {
+        let (sender, receiver) = mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let thread_queued = Arc::clone(&queued);
+        std::thread::Builder::new()
+            .name("batcher".into())
+            .spawn(move || run(backend, &preprocessor, policy, &receiver, &thread_queued))
+            .map_err(|e| WorkerError::Ort(format!("cannot start the batch thread: {e}")))?;
+        Ok(Self { sender, queued })
+    }
+
+    /// Queues a request's items and waits for its probabilities.
+    pub async fn infer(&self, prepared: Prepared) -> Reply {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            prepared,
+            enqueued: Instant::now(),
+            reply,
+        };
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        if self.sender.send(job).is_err() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            return Err(WorkerError::Ort("the batch thread has stopped".into()));
+        }
+        metrics::queue_depth(self.queued.load(Ordering::Relaxed));
+        answer
+            .await
+            .unwrap_or_else(|_| Err(WorkerError::Ort("the batch thread dropped a request".into())))
+    }
+}
+
+fn run(
+    mut backend: Box<dyn Backend>,
+    preprocessor: &Preprocessor,
+    policy: BatchPolicy,
+    receiver: &mpsc::Receiver<Job>,
+    queued: &AtomicUsize,
+) {
+    let mut carried: Option<Job> = None;
+    loop {
+        let first = match carried.take() {
+            Some(job) => job,
+            None => match receiver.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            },
+        };
+        let deadline = first.enqueued + policy.window;
+        let mut items = first.prepared.len();
+        let mut jobs = vec![first];
+        while items < policy.max_items {
+            let next = match receiver.try_recv() {
+                Ok(job) => job,
+                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => {
+                    let wait = deadline.saturating_duration_since(Instant::now());
+                    if wait.is_zero() {
+                        break;
+                    }
+                    match receiver.recv_timeout(wait) {
+                        Ok(job) => job,
+                        Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+            };
+            if items + next.prepared.len() > policy.max_items {
+                carried = Some(next);
+                break;
+            }
+            items += next.prepared.len();
+            jobs.push(next);
+        }
+        queued.fetch_sub(jobs.len(), Ordering::Relaxed);
+        metrics::queue_depth(queued.load(Ordering::Relaxed));
+        run_batch(backend.as_mut(), preprocessor, jobs, items);
+    }
+}
+
+fn run_batch(backend: &mut dyn Backend, preprocessor: &Preprocessor, jobs: Vec<Job>, items: usize) {
+    let parts: Vec<&Prepared> = jobs.iter().map(|j| &j.prepared).collect();
+    let started = Instant::now();
+    let result = join(&parts, preprocessor).and_then(|batch| backend.infer(&batch));
+    metrics::batch(items, started.elapsed());
+    match result {
+        Ok(Probabilities(all)) => {
+            let mut row = 0;
+            for job in jobs {
+                let n = job.prepared.len();
+                let rows = all.slice_axis(ndarray::Axis(0), ndarray::Slice::from(row..row + n)).to_owned();
+                row += n;
+                // The requester may have gone (client disconnected); nothing to do then.
+                let _ = job.reply.send(Ok(Probabilities(rows)));
+            }
+        }
+        Err(error) => {
+            let message = error.to_string();
+            tracing::error!(%message, items, "batch failed");
+            for job in jobs {
+                let _ = job.reply.send(Err(WorkerError::Ort(message.clone())));
+            }
+        }
+    }
+}
+

@@ -1,0 +1,192 @@
+//! Routes and handlers of the worker.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use actix_web::http::header;
+use actix_web::{HttpRequest, HttpResponse, web};
+use cocktail_common::ModelEntry;
+use cocktail_common::oip::{InferRequest, ModelMetadata, TensorMetadata};
+use cocktail_common::zoo::DType;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::Semaphore;
+
+use crate::batcher::BatcherHandle;
+use crate::preprocess::Preprocessor;
+use crate::request::{Prepared, prepare, prepare_raw_image, respond};
+use crate::{WorkerError, metrics};
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
+
+/// Everything the handlers share.
+#[derive(Debug)]
+pub struct AppState {
+    pub model: ModelEntry,
+    pub labels: Vec<String>,
+    pub preprocessor: Arc<Preprocessor>,
+    pub batcher: BatcherHandle,
+    /// Admission: one permit per item in service or queued (packing factor + queue).
+    pub slots: Arc<Semaphore>,
+    pub capacity: usize,
+    pub draining: Arc<AtomicBool>,
+    pub prometheus: Option<PrometheusHandle>,
+}
+
+impl AppState {
+    fn serving(&self, requested: &str) -> Result<(), WorkerError> {
+        if requested != self.model.name {
+            return Err(WorkerError::UnknownModel {
+                served: self.model.name.clone(),
+                requested: requested.to_owned(),
+            });
+        }
+        if self.draining.load(Ordering::Relaxed) {
+            return Err(WorkerError::Draining);
+        }
+        Ok(())
+    }
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/v2", web::get().to(server_metadata))
+        .route("/v2/health/live", web::get().to(live))
+        .route("/v2/health/ready", web::get().to(ready))
+        .route("/v2/models/{model}", web::get().to(model_metadata))
+        .route("/v2/models/{model}/ready", web::get().to(model_ready))
+        .route("/v2/models/{model}/infer", web::post().to(infer))
+        .route("/metrics", web::get().to(metrics_text));
+}
+
+async fn server_metadata() -> HttpResponse {
+    HttpResponse::Ok().json(serde_json::json!({
+        "name": "cocktail-worker",
+        "version": env!("CARGO_PKG_VERSION"),
+        "extensions": [],
+    }))
+}
+
+async fn live() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}
+
+async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, WorkerError> {
+    state.serving(&state.model.name)?;
+    Ok(HttpResponse::Ok().finish())
+}
+
+async fn model_ready(state: web::Data<AppState>, model: web::Path<String>) -> Result<HttpResponse, WorkerError> {
+    state.serving(&model)?;
+    Ok(HttpResponse::Ok().finish())
+}
+
+async fn model_metadata(state: web::Data<AppState>, model: web::Path<String>) -> Result<HttpResponse, WorkerError> {
+    if *model != state.model.name {
+        return Err(WorkerError::UnknownModel {
+            served: state.model.name.clone(),
+            requested: model.into_inner(),
+        });
+    }
+    let m = &state.model;
+    let datatype = |d: DType| match d {
+        DType::Float32 => "FP32",
+        DType::Int64 => "INT64",
+    };
+    let mut inputs: Vec<TensorMetadata> = m
+        .inputs
+        .iter()
+        .map(|i| TensorMetadata {
+            name: i.name.clone(),
+            datatype: datatype(i.dtype).into(),
+            shape: i.shape.clone(),
+        })
+        .collect();
+    let raw = match *state.preprocessor {
+        Preprocessor::Image(_) => "image",
+        Preprocessor::Text(_) => "text",
+    };
+    inputs.push(TensorMetadata {
+        name: raw.into(),
+        datatype: "BYTES".into(),
+        shape: vec![-1],
+    });
+    let classes = state.labels.len() as i64;
+    Ok(HttpResponse::Ok().json(ModelMetadata {
+        name: m.name.clone(),
+        versions: vec![m.sha256.chars().take(12).collect()],
+        platform: "onnxruntime".into(),
+        inputs,
+        outputs: vec![
+            TensorMetadata { name: "class".into(), datatype: "INT64".into(), shape: vec![-1] },
+            TensorMetadata { name: "label".into(), datatype: "BYTES".into(), shape: vec![-1] },
+            TensorMetadata { name: "probabilities".into(), datatype: "FP32".into(), shape: vec![-1, classes] },
+        ],
+    }))
+}
+
+async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
+    let body = state.prometheus.as_ref().map(PrometheusHandle::render).unwrap_or_default();
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(body)
+}
+
+async fn infer(
+    state: web::Data<AppState>,
+    model: web::Path<String>,
+    request: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, WorkerError> {
+    let started = Instant::now();
+    let result = infer_inner(&state, &model, &request, payload).await;
+    metrics::request(result.as_ref().map_or_else(WorkerError::kind, |_| "ok"), started.elapsed());
+    result
+}
+
+async fn infer_inner(
+    state: &web::Data<AppState>,
+    model: &str,
+    request: &HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, WorkerError> {
+    state.serving(model)?;
+    let body = match payload.to_bytes_limited(MAX_BODY_BYTES).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => return Err(WorkerError::invalid("body", format!("cannot read: {e}"))),
+        Err(_) => return Err(WorkerError::PayloadTooLarge { limit: MAX_BODY_BYTES }),
+    };
+    let raw_image = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/octet-stream") || ct.starts_with("image/"));
+    let preprocessor = Arc::clone(&state.preprocessor);
+    // Decoding and tokenizing are CPU work; keep them off the async threads.
+    let (prepared, id) = web::block(move || -> Result<(Prepared, Option<String>), WorkerError> {
+        if raw_image {
+            return Ok((prepare_raw_image(&body, &preprocessor)?, None));
+        }
+        let parsed: InferRequest =
+            serde_json::from_slice(&body).map_err(|e| WorkerError::MalformedJson(e.to_string()))?;
+        Ok((prepare(&parsed, &preprocessor)?, parsed.id))
+    })
+    .await
+    .map_err(|e| WorkerError::Ort(format!("preprocessing thread: {e}")))??;
+
+    let items = prepared.len();
+    if items > state.capacity {
+        return Err(WorkerError::invalid(
+            "shape",
+            format!("{items} items is over this worker's capacity of {}", state.capacity),
+        ));
+    }
+    let permit = Arc::clone(&state.slots)
+        .try_acquire_many_owned(items as u32)
+        .map_err(|_| WorkerError::Overloaded { capacity: state.capacity })?;
+    metrics::in_flight(state.capacity - state.slots.available_permits());
+    let probabilities = state.batcher.infer(prepared).await;
+    drop(permit);
+    let response = respond(&state.model.name, &state.labels, id, &probabilities?);
+    Ok(HttpResponse::Ok().json(response))
+}

@@ -1,0 +1,125 @@
+//! Starting a worker: load the model, tune batching from its profile, serve HTTP, drain
+//! on SIGTERM (finish what is in flight, refuse new work, exit).
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use actix_web::{App, HttpServer, web};
+use cocktail_common::Zoo;
+use cocktail_common::batching::{self, BatchPolicy};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::Semaphore;
+
+use crate::batcher::BatcherHandle;
+use crate::http::{AppState, configure};
+use crate::preprocess::Preprocessor;
+use crate::{OnnxBackend, WorkerError};
+
+/// How a worker runs; `main` fills it from flags and environment.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub model: String,
+    pub zoo: Option<PathBuf>,
+    pub ort_lib: Option<PathBuf>,
+    /// Intra-op threads: how an instance size is emulated locally.
+    pub threads: usize,
+    /// Overrides of the batching tuned from the profile.
+    pub max_batch: Option<usize>,
+    pub batch_wait: Option<Duration>,
+    /// Response-time target the batching is tuned for (default: twice the single latency).
+    pub rt_max: Option<Duration>,
+    /// Items that may wait beyond those in service before requests get 429.
+    pub queue_items: usize,
+    /// HTTP worker threads.
+    pub http_workers: usize,
+}
+
+/// A loaded worker, ready to serve.
+#[derive(Debug)]
+pub struct Worker {
+    pub state: web::Data<AppState>,
+    pub policy: BatchPolicy,
+}
+
+impl Worker {
+    /// Loads the model and starts its batch thread.
+    pub fn load(config: &WorkerConfig, prometheus: Option<PrometheusHandle>) -> Result<Self, WorkerError> {
+        let zoo = Zoo::load(Zoo::locate(config.zoo.as_deref())?)?;
+        let model = zoo.model(&config.model)?.clone();
+        let labels = zoo.task(&model.task)?.labels.clone();
+        let backend = OnnxBackend::load(&zoo, &model, config.threads, config.ort_lib.as_deref())?;
+        let preprocessor = Arc::new(Preprocessor::for_model(&zoo, &model)?);
+        let tuned = batching::tune(
+            model.profile.as_ref(),
+            config.threads,
+            config.rt_max.map(|d| d.as_secs_f64() * 1e6),
+        );
+        let policy = BatchPolicy {
+            max_items: config.max_batch.unwrap_or(tuned.max_items).max(1),
+            window: config.batch_wait.unwrap_or(tuned.window),
+        };
+        let batcher = BatcherHandle::spawn(Box::new(backend), Arc::clone(&preprocessor), policy)?;
+        let capacity = policy.max_items + config.queue_items;
+        tracing::info!(model = %model.name, threads = config.threads, max_batch = policy.max_items,
+            window_us = policy.window.as_micros() as u64, capacity, "model loaded");
+        let state = AppState {
+            model,
+            labels,
+            preprocessor,
+            batcher,
+            slots: Arc::new(Semaphore::new(capacity)),
+            capacity,
+            draining: Arc::new(AtomicBool::new(false)),
+            prometheus,
+        };
+        Ok(Self {
+            state: web::Data::new(state),
+            policy,
+        })
+    }
+
+    /// Serves on `listener` until SIGTERM or SIGINT, then drains.
+    pub async fn serve(self, listener: TcpListener, http_workers: usize) -> std::io::Result<()> {
+        let state = self.state.clone();
+        let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(configure))
+            .workers(http_workers.max(1))
+            .disable_signals()
+            .shutdown_timeout(30)
+            .listen(listener)?
+            .run();
+        let handle = server.handle();
+        let draining = Arc::clone(&self.state.draining);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("draining: finishing in-flight requests, refusing new ones");
+            draining.store(true, Ordering::Relaxed);
+            handle.stop(true).await;
+        });
+        server.await
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

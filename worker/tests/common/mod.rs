@@ -1,0 +1,52 @@
+//! Starting the real `cocktail-worker` binary on port 0 for black-box tests.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use cocktail_common::{ModelEntry, Zoo};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+pub fn zoo() -> Zoo {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/zoo.toml");
+    Zoo::load(manifest).unwrap()
+}
+
+/// The task's models ordered by single-item latency (fastest first).
+pub fn by_latency<'a>(zoo: &'a Zoo, task: &'a str) -> Vec<&'a ModelEntry> {
+    let mut models: Vec<_> = zoo.models_for(task).collect();
+    let latency = |m: &ModelEntry| m.profile.as_ref().and_then(|p| p.latency_us(1, 1)).unwrap_or(f64::MAX);
+    models.sort_by(|a, b| latency(a).total_cmp(&latency(b)));
+    models
+}
+
+/// A running worker process; killed when dropped.
+pub struct WorkerProcess {
+    pub child: Child,
+    pub url: String,
+}
+
+impl WorkerProcess {
+    pub async fn start(model: &str, extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cocktail-worker"))
+            .args(["--model", model, "--port", "0"])
+            .args(extra)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let line = lines.next_line().await.unwrap().expect("the worker prints its address");
+        let url = line.split_whitespace().last().unwrap().to_owned();
+        assert!(url.starts_with("http://"), "{line}");
+        Self { child, url }
+    }
+
+    pub fn infer_url(&self, model: &str) -> String {
+        format!("{}/v2/models/{model}/infer", self.url)
+    }
+}
