@@ -1,1 +1,3 @@
-//! Benchmarks, reports, and later the load generator and the simulator (issue 6).
+//! Benchmarks and reports; later the load generator and the simulator (issue 6).
+
+pub mod stats;

@@ -32,7 +32,14 @@ impl OnnxBackend {
         let env = runtime::environment(ort_lib)?;
         zoo.verify_checksum(model)?;
         let classes = zoo.task(&model.task)?.labels.len();
-        let session = Session::builder(env)?
+        let builder = Session::builder(env)?;
+        // With `gpu`, CUDA runs the graph when the library has it; ONNX Runtime falls back
+        // to the CPU provider otherwise.
+        #[cfg(feature = "gpu")]
+        let builder = builder
+            .with_execution_providers([ort::ep::CUDA::default().build()])
+            .map_err(ort::Error::from)?;
+        let session = builder
             .with_optimization_level(GraphOptimizationLevel::Level3)
             .map_err(ort::Error::from)?
             .with_intra_threads(intra_threads.max(1))

@@ -1,0 +1,176 @@
+//! Worker benchmark (issue 3): throughput and p50/p99 over HTTP at several concurrency
+//! levels against the same model run in-process through ONNX Runtime with the same
+//! threads, in one run, with ratios. Prints a markdown table; asserts nothing.
+//!
+//! `cargo build --release -p cocktail-worker -p cocktail-benches && target/release/worker-bench`
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use clap::Parser;
+use cocktail_benches::stats::{Summary, us};
+use cocktail_common::{Input, TestSet, Zoo};
+use cocktail_worker::preprocess::Preprocessor;
+use cocktail_worker::{Backend, OnnxBackend};
+use indicatif::ProgressBar;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Fashion model to serve (default: the mid-size model by single-item latency).
+    #[arg(long)]
+    model: Option<String>,
+    /// ONNX Runtime intra-op threads, for both the worker and the in-process run.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Concurrency levels.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
+    concurrency: Vec<usize>,
+    /// Requests per level.
+    #[arg(long, default_value_t = 2000)]
+    requests: usize,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let zoo = Zoo::load(Zoo::locate(None)?)?;
+    let model = match &args.model {
+        Some(name) => zoo.model(name)?.clone(),
+        None => {
+            let mut models: Vec<_> = zoo.models_for("fashion").collect();
+            models.sort_by(|a, b| single_latency(a).total_cmp(&single_latency(b)));
+            (*models.get(models.len() / 2).context("no fashion models")?).clone()
+        }
+    };
+    let test_set = TestSet::load(&zoo, &model.task)?;
+    let pngs: Vec<String> = test_set.items[..256]
+        .iter()
+        .map(|item| match item {
+            Input::Image(image) => png_base64(image),
+            Input::Text(_) => Ok(String::new()),
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let pngs = Arc::new(pngs);
+
+    let worker_binary = std::env::current_exe()?.with_file_name("cocktail-worker");
+    if !worker_binary.is_file() {
+        bail!("{} is missing: build it with `cargo build --release -p cocktail-worker`", worker_binary.display());
+    }
+    let (mut child, url) = start_worker(&worker_binary, &model.name, args.threads).await?;
+
+    let preprocessor = Preprocessor::for_model(&zoo, &model)?;
+    let mut backend = OnnxBackend::load(&zoo, &model, args.threads, None)?;
+    println!("model `{}` ({} params), {} intra-op thread(s), {} requests per level\n", model.name, model.params, args.threads, args.requests);
+    println!("| concurrency | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let client = reqwest::Client::new();
+    let infer_url = format!("{url}/v2/models/{}/infer", model.name);
+    for &concurrency in &args.concurrency {
+        // In-process: the batches the worker would form at this concurrency, back to back.
+        let batch_size = concurrency.min(32);
+        let inputs = &test_set.items[..batch_size];
+        let batch = preprocessor.batch(inputs)?;
+        let mut in_process = Vec::new();
+        let started = Instant::now();
+        let mut served = 0;
+        while served < args.requests {
+            let t = Instant::now();
+            backend.infer(&batch)?;
+            in_process.push(t.elapsed());
+            served += batch_size;
+        }
+        let in_process_rps = served as f64 / started.elapsed().as_secs_f64();
+        let in_process = Summary::of(&mut in_process);
+
+        let (http_rps, mut latencies) = http_run(&client, &infer_url, &pngs, concurrency, args.requests).await?;
+        let http = Summary::of(&mut latencies);
+        let overhead = http.p50.saturating_sub(in_process.p50);
+        println!(
+            "| {concurrency} | {in_process_rps:.0} | {http_rps:.0} | {:.2} | {} | {} | {} | {} |",
+            http_rps / in_process_rps,
+            us(in_process.p50),
+            us(http.p50),
+            us(http.p99),
+            if concurrency == 1 { us(overhead) } else { "-".into() }
+        );
+    }
+    child.kill().await.ok();
+    Ok(())
+}
+
+fn single_latency(m: &cocktail_common::ModelEntry) -> f64 {
+    m.profile.as_ref().and_then(|p| p.latency_us(1, 1)).unwrap_or(f64::MAX)
+}
+
+fn png_base64(image: &cocktail_common::testset::GreyImage) -> anyhow::Result<String> {
+    let buffer = image::GrayImage::from_raw(image.width, image.height, image.pixels.clone()).context("image size")?;
+    let mut bytes = Vec::new();
+    buffer.write_to(&mut std::io::Cursor::new(&mut bytes), image::ImageFormat::Png)?;
+    Ok(BASE64.encode(bytes))
+}
+
+async fn start_worker(binary: &PathBuf, model: &str, threads: usize) -> anyhow::Result<(tokio::process::Child, String)> {
+    let mut child = tokio::process::Command::new(binary)
+        .args(["--model", model, "--port", "0", "--threads", &threads.to_string()])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().context("worker stdout")?;
+    let line = BufReader::new(stdout).lines().next_line().await?.context("the worker exited at start")?;
+    let url = line.split_whitespace().last().context("address line")?.to_owned();
+    Ok((child, url))
+}
+
+/// Closed-loop clients, `concurrency` at a time, each sending one base64 PNG per request.
+async fn http_run(
+    client: &reqwest::Client,
+    url: &str,
+    pngs: &Arc<Vec<String>>,
+    concurrency: usize,
+    requests: usize,
+) -> anyhow::Result<(f64, Vec<Duration>)> {
+    // Warm the connections and the model.
+    for png in pngs.iter().take(concurrency.max(8)) {
+        let body = json!({"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES", "data": [png]}]});
+        client.post(url).json(&body).send().await?.error_for_status()?;
+    }
+    let bar = ProgressBar::new(requests as u64);
+    let per_client = requests.div_ceil(concurrency);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|c| {
+            let (client, url, pngs, bar) = (client.clone(), url.to_owned(), Arc::clone(pngs), bar.clone());
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(per_client);
+                for i in 0..per_client {
+                    let png = &pngs[(c * per_client + i) % pngs.len()];
+                    let body = json!({"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES", "data": [png]}]});
+                    let t = Instant::now();
+                    let response = client.post(&url).json(&body).send().await?;
+                    let status = response.status();
+                    response.bytes().await?;
+                    if !status.is_success() {
+                        anyhow::bail!("worker answered {status}");
+                    }
+                    latencies.push(t.elapsed());
+                    bar.inc(1);
+                }
+                Ok(latencies)
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(requests);
+    for task in tasks {
+        all.extend(task.await??);
+    }
+    bar.finish_and_clear();
+    Ok((all.len() as f64 / started.elapsed().as_secs_f64(), all))
+}
