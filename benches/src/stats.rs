@@ -40,7 +40,15 @@ mod tests {
     fn nearest_rank_percentiles() {
         let mut samples: Vec<Duration> = (1..=100).map(Duration::from_micros).collect();
         let s = Summary::of(&mut samples);
-        assert_eq!((s.count, s.p50, s.p99, s.max), (100, Duration::from_micros(50), Duration::from_micros(99), Duration::from_micros(100)));
+        assert_eq!(
+            (s.count, s.p50, s.p99, s.max),
+            (
+                100,
+                Duration::from_micros(50),
+                Duration::from_micros(99),
+                Duration::from_micros(100)
+            )
+        );
         assert_eq!(Summary::of(&mut []).p50, Duration::ZERO);
     }
 }

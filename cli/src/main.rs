@@ -11,7 +11,11 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Parser)]
-#[command(name = "cocktail", version, about = "Cocktail-rs: cost-aware ensemble model serving")]
+#[command(
+    name = "cocktail",
+    version,
+    about = "Cocktail-rs: cost-aware ensemble model serving"
+)]
 struct Cli {
     /// The zoo manifest (default: models/zoo.toml in this folder or a parent).
     #[arg(long, env = "COCKTAIL_ZOO", global = true)]
@@ -33,7 +37,9 @@ enum Command {
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

@@ -21,10 +21,20 @@ pub struct ProfileArgs {
     #[arg(long, env = "COCKTAIL_PROFILE_MODELS", value_delimiter = ',')]
     models: Vec<String>,
     /// Intra-op thread counts to measure (how instance sizes are emulated locally).
-    #[arg(long, env = "COCKTAIL_PROFILE_THREADS", value_delimiter = ',', default_value = "1,2")]
+    #[arg(
+        long,
+        env = "COCKTAIL_PROFILE_THREADS",
+        value_delimiter = ',',
+        default_value = "1,2"
+    )]
     threads: Vec<usize>,
     /// Batch sizes to measure, ascending, starting at 1.
-    #[arg(long, env = "COCKTAIL_PROFILE_BATCH_SIZES", value_delimiter = ',', default_value = "1,2,4,8,16,32")]
+    #[arg(
+        long,
+        env = "COCKTAIL_PROFILE_BATCH_SIZES",
+        value_delimiter = ',',
+        default_value = "1,2,4,8,16,32"
+    )]
     batch_sizes: Vec<usize>,
     /// Least time spent measuring each point, in milliseconds (at least 5 runs each).
     #[arg(long, env = "COCKTAIL_PROFILE_MIN_TIME_MS", default_value_t = 300)]
@@ -37,7 +47,11 @@ pub struct ProfileArgs {
 const MIN_RUNS: usize = 5;
 const WARMUP_RUNS: usize = 3;
 
-pub fn run(zoo_path: Option<&Path>, ort_lib: Option<&Path>, args: &ProfileArgs) -> anyhow::Result<()> {
+pub fn run(
+    zoo_path: Option<&Path>,
+    ort_lib: Option<&Path>,
+    args: &ProfileArgs,
+) -> anyhow::Result<()> {
     ensure!(
         args.batch_sizes.first() == Some(&1) && args.batch_sizes.windows(2).all(|w| w[0] < w[1]),
         "`--batch-sizes` must be ascending and start at 1; given {:?}",
@@ -56,7 +70,11 @@ pub fn run(zoo_path: Option<&Path>, ort_lib: Option<&Path>, args: &ProfileArgs) 
         .iter()
         .filter(|m| args.models.is_empty() || args.models.contains(&m.name))
         .collect();
-    if let Some(unknown) = args.models.iter().find(|n| !models.iter().any(|m| &m.name == *n)) {
+    if let Some(unknown) = args
+        .models
+        .iter()
+        .find(|n| !models.iter().any(|m| &m.name == *n))
+    {
         bail!("`--models`: unknown model `{unknown}`");
     }
 
@@ -87,7 +105,11 @@ pub fn run(zoo_path: Option<&Path>, ort_lib: Option<&Path>, args: &ProfileArgs) 
     rewrite_manifest(&manifest, &profiles)?;
     let zoo = Zoo::load(&manifest)?;
     super::table::rewrite_readme(&zoo.root().join("README.md"), &zoo)?;
-    println!("rewrote the profiles of {} models in {}", profiles.len(), manifest.display());
+    println!(
+        "rewrote the profiles of {} models in {}",
+        profiles.len(),
+        manifest.display()
+    );
     Ok(())
 }
 
@@ -134,7 +156,10 @@ fn sample_inputs(
     test_set: &TestSet,
     count: usize,
 ) -> anyhow::Result<(Vec<Input>, Option<usize>)> {
-    ensure!(test_set.len() >= count, "the test set has fewer than {count} items");
+    ensure!(
+        test_set.len() >= count,
+        "the test set has fewer than {count} items"
+    );
     match preprocessor {
         Preprocessor::Image(_) => Ok((test_set.items[..count].to_vec(), None)),
         Preprocessor::Text(text) => {
@@ -153,7 +178,11 @@ fn sample_inputs(
     }
 }
 
-fn median_latency_us(backend: &mut OnnxBackend, batch: &Batch, min_time: Duration) -> anyhow::Result<f64> {
+fn median_latency_us(
+    backend: &mut OnnxBackend,
+    batch: &Batch,
+    min_time: Duration,
+) -> anyhow::Result<f64> {
     for _ in 0..WARMUP_RUNS {
         backend.infer(batch)?;
     }
@@ -183,7 +212,10 @@ fn host_description() -> String {
 }
 
 fn print_summary(profiles: &BTreeMap<String, Profile>) {
-    println!("{:<16} {:>8} {:>12} {:>12} {:>12}", "model", "threads", "b=1 (µs)", "b=32 (µs)", "Pf");
+    println!(
+        "{:<16} {:>8} {:>12} {:>12} {:>12}",
+        "model", "threads", "b=1 (µs)", "b=32 (µs)", "Pf"
+    );
     for (name, p) in profiles {
         for (row, threads) in p.threads.iter().enumerate() {
             let first = p.latency_us[row].first().copied().unwrap_or(f64::NAN);
@@ -198,7 +230,8 @@ fn print_summary(profiles: &BTreeMap<String, Profile>) {
 
 /// Replaces the `profile` table of each measured model, leaving every other byte alone.
 fn rewrite_manifest(manifest: &Path, profiles: &BTreeMap<String, Profile>) -> anyhow::Result<()> {
-    let original = std::fs::read_to_string(manifest).with_context(|| format!("reading {}", manifest.display()))?;
+    let original = std::fs::read_to_string(manifest)
+        .with_context(|| format!("reading {}", manifest.display()))?;
     let mut doc: DocumentMut = original.parse().context("parsing the manifest")?;
     let models = doc
         .get_mut("models")
@@ -212,9 +245,11 @@ fn rewrite_manifest(manifest: &Path, profiles: &BTreeMap<String, Profile>) -> an
             table.insert("profile", Item::Table(profile_table(profile)));
         }
     }
-    std::fs::write(manifest, doc.to_string()).with_context(|| format!("writing {}", manifest.display()))?;
+    std::fs::write(manifest, doc.to_string())
+        .with_context(|| format!("writing {}", manifest.display()))?;
     if let Err(error) = Zoo::load(manifest) {
-        std::fs::write(manifest, original).with_context(|| format!("restoring {}", manifest.display()))?;
+        std::fs::write(manifest, original)
+            .with_context(|| format!("restoring {}", manifest.display()))?;
         bail!("the rewritten manifest did not load, so it was restored: {error}");
     }
     Ok(())
@@ -229,14 +264,17 @@ fn profile_table(p: &Profile) -> Table {
     }
     t.insert("threads", value(ints(&p.threads)));
     t.insert("batch_sizes", value(ints(&p.batch_sizes)));
-    let rows = p
-        .latency_us
-        .iter()
-        .map(|row| Value::Array(Array::from_iter(row.iter().map(|&us| (us * 10.0).round() / 10.0))));
+    let rows = p.latency_us.iter().map(|row| {
+        Value::Array(Array::from_iter(
+            row.iter().map(|&us| (us * 10.0).round() / 10.0),
+        ))
+    });
     t.insert("latency_us", value(Array::from_iter(rows)));
     t.insert(
         "packing_factor",
-        value(Array::from_iter(p.packing_factor.iter().map(|&pf| i64::from(pf)))),
+        value(Array::from_iter(
+            p.packing_factor.iter().map(|&pf| i64::from(pf)),
+        )),
     );
     t
 }

@@ -44,10 +44,16 @@ pub fn markdown(zoo: &Zoo) -> String {
 
 /// Replaces the text between the table markers of `readme` with the zoo's table.
 pub fn rewrite_readme(readme: &Path, zoo: &Zoo) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(readme).with_context(|| format!("reading {}", readme.display()))?;
+    let text =
+        std::fs::read_to_string(readme).with_context(|| format!("reading {}", readme.display()))?;
     let (Some(start), Some(end)) = (text.find(START), text.find(END)) else {
         bail!("{} has no `{START}` … `{END}` markers", readme.display());
     };
-    let updated = format!("{}{START}\n{}{}", &text[..start], markdown(zoo), &text[end..]);
+    let updated = format!(
+        "{}{START}\n{}{}",
+        &text[..start],
+        markdown(zoo),
+        &text[end..]
+    );
     std::fs::write(readme, updated).with_context(|| format!("writing {}", readme.display()))
 }

@@ -32,10 +32,14 @@ pub fn tune(profile: Option<&Profile>, threads: usize, rt_max_us: Option<f64>) -
     let Some(row) = profile.threads.iter().position(|&t| t == threads) else {
         return off;
     };
-    let (Some(latencies), Some(pf)) = (profile.latency_us.get(row), profile.packing_factor.get(row)) else {
+    let (Some(latencies), Some(pf)) =
+        (profile.latency_us.get(row), profile.packing_factor.get(row))
+    else {
         return off;
     };
-    let Some(&single) = latencies.first() else { return off };
+    let Some(&single) = latencies.first() else {
+        return off;
+    };
     let rt_max = rt_max_us.unwrap_or(single * DEFAULT_RT_FACTOR);
     let mut best = off;
     for (&b, &t_b) in profile.batch_sizes.iter().zip(latencies) {
@@ -81,7 +85,13 @@ mod tests {
     #[test]
     fn compute_bound_model_does_not_wait() {
         let p = profile(vec![1000.0, 2000.0, 4000.0, 8000.0, 16000.0, 32000.0], 1);
-        assert_eq!(tune(Some(&p), 1, None), BatchPolicy { max_items: 1, window: Duration::ZERO });
+        assert_eq!(
+            tune(Some(&p), 1, None),
+            BatchPolicy {
+                max_items: 1,
+                window: Duration::ZERO
+            }
+        );
     }
 
     #[test]

@@ -60,10 +60,16 @@ impl Predictions {
         for (row, line) in lines.enumerate() {
             let fields: Vec<&str> = line.split('\t').collect();
             if fields.len() != header.len() {
-                return Err(format!("row {} has {} fields, not {}", row + 2, fields.len(), header.len()));
+                return Err(format!(
+                    "row {} has {} fields, not {}",
+                    row + 2,
+                    fields.len(),
+                    header.len()
+                ));
             }
             let bad = |f: &str| format!("row {}: `{f}` is not a number", row + 2);
-            out.labels.push(fields[0].parse().map_err(|_| bad(fields[0]))?);
+            out.labels
+                .push(fields[0].parse().map_err(|_| bad(fields[0]))?);
             for (m, pair) in fields[1..].chunks_exact(2).enumerate() {
                 out.classes[m].push(pair[0].parse().map_err(|_| bad(pair[0]))?);
                 out.probs[m].push(pair[1].parse().map_err(|_| bad(pair[1]))?);
@@ -89,7 +95,11 @@ impl Predictions {
         let Some(classes) = self.classes.get(model) else {
             return 0.0;
         };
-        let right = classes.iter().zip(&self.labels).filter(|(p, l)| p == l).count();
+        let right = classes
+            .iter()
+            .zip(&self.labels)
+            .filter(|(p, l)| p == l)
+            .count();
         right as f64 / self.labels.len().max(1) as f64
     }
 }
@@ -100,7 +110,9 @@ mod tests {
 
     #[test]
     fn parses_and_scores() {
-        let p = Predictions::parse("label\ta\ta.p\tb\tb.p\n1\t1\t0.9\t0\t0.6\n0\t1\t0.5\t0\t0.99\n").unwrap();
+        let p =
+            Predictions::parse("label\ta\ta.p\tb\tb.p\n1\t1\t0.9\t0\t0.6\n0\t1\t0.5\t0\t0.99\n")
+                .unwrap();
         assert_eq!(p.models, ["a", "b"]);
         assert_eq!(p.len(), 2);
         assert_eq!(p.accuracy(0), 0.5);

@@ -88,7 +88,10 @@ fn idx_dims(bytes: &[u8], path: &Path, magic: u32, rank: usize) -> Result<Vec<us
         Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     };
     if word(0) != Some(magic) {
-        return Err(CommonError::format(path, format!("IDX magic is not {magic:#x}")));
+        return Err(CommonError::format(
+            path,
+            format!("IDX magic is not {magic:#x}"),
+        ));
     }
     let dims: Option<Vec<usize>> = (1..=rank).map(|i| word(i).map(|d| d as usize)).collect();
     let dims = dims.ok_or_else(|| CommonError::format(path, "truncated IDX header"))?;
@@ -96,7 +99,10 @@ fn idx_dims(bytes: &[u8], path: &Path, magic: u32, rank: usize) -> Result<Vec<us
     if bytes.len() != expected {
         return Err(CommonError::format(
             path,
-            format!("IDX holds {} bytes, its header implies {expected}", bytes.len()),
+            format!(
+                "IDX holds {} bytes, its header implies {expected}",
+                bytes.len()
+            ),
         ));
     }
     Ok(dims)
@@ -131,7 +137,10 @@ pub fn read_tsv(path: &Path) -> Result<TestSet, CommonError> {
     let text = std::fs::read_to_string(path).map_err(|e| CommonError::io(path, e))?;
     let mut lines = text.lines();
     if lines.next() != Some("label\tsource\ttext") {
-        return Err(CommonError::format(path, "header must be `label\\tsource\\ttext`"));
+        return Err(CommonError::format(
+            path,
+            "header must be `label\\tsource\\ttext`",
+        ));
     }
     let mut set = TestSet {
         items: Vec::new(),
@@ -139,13 +148,17 @@ pub fn read_tsv(path: &Path) -> Result<TestSet, CommonError> {
     };
     for (n, line) in lines.enumerate() {
         let mut fields = line.splitn(3, '\t');
-        let (Some(label), Some(_source), Some(text)) = (fields.next(), fields.next(), fields.next())
+        let (Some(label), Some(_source), Some(text)) =
+            (fields.next(), fields.next(), fields.next())
         else {
-            return Err(CommonError::format(path, format!("line {} has fewer than 3 fields", n + 2)));
+            return Err(CommonError::format(
+                path,
+                format!("line {} has fewer than 3 fields", n + 2),
+            ));
         };
-        let label = label
-            .parse()
-            .map_err(|_| CommonError::format(path, format!("line {}: bad label `{label}`", n + 2)))?;
+        let label = label.parse().map_err(|_| {
+            CommonError::format(path, format!("line {}: bad label `{label}`", n + 2))
+        })?;
         set.labels.push(label);
         set.items.push(Input::Text(text.to_owned()));
     }

@@ -112,7 +112,10 @@ pub enum Preprocess {
     },
     /// WordPiece ids and attention mask from `tokenizer` (relative to the manifest's
     /// folder), no padding per item, truncated at `max_tokens`.
-    Text { tokenizer: String, max_tokens: usize },
+    Text {
+        tokenizer: String,
+        max_tokens: usize,
+    },
 }
 
 /// Latency measured on this machine by `cocktail profile`.
@@ -223,7 +226,9 @@ impl Zoo {
     fn validate(&self, schema: u32) -> Result<(), CommonError> {
         let fail = |msg: String| Err(CommonError::ManifestInvalid(msg));
         if schema != SCHEMA {
-            return fail(format!("schema {schema} is not supported (expected {SCHEMA})"));
+            return fail(format!(
+                "schema {schema} is not supported (expected {SCHEMA})"
+            ));
         }
         let mut names = HashSet::new();
         for m in &self.models {
@@ -231,7 +236,10 @@ impl Zoo {
                 return fail(format!("model `{}` appears twice", m.name));
             }
             let Some(task) = self.tasks.get(&m.task) else {
-                return fail(format!("model `{}` names unknown task `{}`", m.name, m.task));
+                return fail(format!(
+                    "model `{}` names unknown task `{}`",
+                    m.name, m.task
+                ));
             };
             if m.class_accuracy.len() != task.labels.len() {
                 return fail(format!(
@@ -331,11 +339,20 @@ mod tests {
     fn packing_factor_cases() {
         let sizes = [1, 2, 4, 8, 16, 32];
         // Overhead-bound tiny model: everything within 1.5x, so the largest batch.
-        assert_eq!(packing_factor(&sizes, &[10.0, 10.5, 11.0, 12.0, 13.0, 14.0]), 32);
+        assert_eq!(
+            packing_factor(&sizes, &[10.0, 10.5, 11.0, 12.0, 13.0, 14.0]),
+            32
+        );
         // Compute-bound model: twice the items, twice the time.
-        assert_eq!(packing_factor(&sizes, &[100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0]), 1);
+        assert_eq!(
+            packing_factor(&sizes, &[100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0]),
+            1
+        );
         // Crossing between 4 (130) and 8 (170): limit 150 is half way, so 6.
-        assert_eq!(packing_factor(&sizes, &[100.0, 110.0, 130.0, 170.0, 300.0, 600.0]), 6);
+        assert_eq!(
+            packing_factor(&sizes, &[100.0, 110.0, 130.0, 170.0, 300.0, 600.0]),
+            6
+        );
         assert_eq!(packing_factor(&[], &[]), 1);
         assert_eq!(packing_factor(&[2, 4], &[1.0, 2.0]), 1);
     }

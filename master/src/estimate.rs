@@ -37,7 +37,10 @@ mod tests {
                 let binomial = Binomial::new(a, n).unwrap();
                 let expected = 1.0 - binomial.cdf(n / 2);
                 let got = majority_accuracy(&vec![a; n as usize]);
-                assert!((got - expected).abs() < 1e-12, "n={n} a={a}: {got} vs {expected}");
+                assert!(
+                    (got - expected).abs() < 1e-12,
+                    "n={n} a={a}: {got} vs {expected}"
+                );
             }
         }
     }

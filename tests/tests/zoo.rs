@@ -2,6 +2,13 @@
 //! Runtime over its task's full committed test set, reproduces the manifest's accuracy
 //! within 0.5 points and the recorded predictions on at least 99.5 % of items.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "an integration test fails by panicking, with the value that was wrong"
+)]
+
 use cocktail_common::{Input, Predictions, TestSet, Zoo};
 use cocktail_tests::zoo_manifest;
 use cocktail_worker::preprocess::Preprocessor;
@@ -13,24 +20,44 @@ fn check_task(task: &str) {
     let zoo = Zoo::load(zoo_manifest()).unwrap();
     let test_set = TestSet::load(&zoo, task).unwrap();
     let recorded = Predictions::load(&zoo.resolve(&zoo.task(task).unwrap().predictions)).unwrap();
-    assert_eq!(recorded.len(), test_set.len(), "{task}: one recorded row per test item");
+    assert_eq!(
+        recorded.len(),
+        test_set.len(),
+        "{task}: one recorded row per test item"
+    );
     let labels: Vec<usize> = recorded.labels.iter().map(|&l| usize::from(l)).collect();
-    assert_eq!(labels, test_set.labels, "{task}: recorded labels are the test labels");
+    assert_eq!(
+        labels, test_set.labels,
+        "{task}: recorded labels are the test labels"
+    );
 
     let models: Vec<_> = zoo.models_for(task).collect();
     assert!(!models.is_empty(), "{task} has models");
     let mut report = Vec::new();
     for model in models {
-        let column = recorded.model_index(&model.name).unwrap_or_else(|| panic!("{} recorded", model.name));
+        let column = recorded
+            .model_index(&model.name)
+            .unwrap_or_else(|| panic!("{} recorded", model.name));
         let preprocessor = Preprocessor::for_model(&zoo, model).unwrap();
         let mut backend = OnnxBackend::load(&zoo, model, 2, None).unwrap();
         let mut predicted = Vec::with_capacity(test_set.len());
         for chunk in test_set.items.chunks(BATCH) {
             let batch = preprocessor.batch(chunk).unwrap();
-            predicted.extend(backend.infer(&batch).unwrap().top().into_iter().map(|(c, _)| c));
+            predicted.extend(
+                backend
+                    .infer(&batch)
+                    .unwrap()
+                    .top()
+                    .into_iter()
+                    .map(|(c, _)| c),
+            );
         }
         let n = test_set.len() as f64;
-        let correct = predicted.iter().zip(&test_set.labels).filter(|(p, l)| p == l).count();
+        let correct = predicted
+            .iter()
+            .zip(&test_set.labels)
+            .filter(|(p, l)| p == l)
+            .count();
         let accuracy = correct as f64 / n;
         let agree = predicted
             .iter()
@@ -38,14 +65,21 @@ fn check_task(task: &str) {
             .filter(|(p, r)| **p == usize::from(**r))
             .count() as f64
             / n;
-        report.push(format!("{:<14} accuracy {accuracy:.4} (manifest {:.4}), agreement {agree:.4}", model.name, model.accuracy));
+        report.push(format!(
+            "{:<14} accuracy {accuracy:.4} (manifest {:.4}), agreement {agree:.4}",
+            model.name, model.accuracy
+        ));
         assert!(
             (accuracy - model.accuracy).abs() <= 0.005,
             "{}: accuracy {accuracy:.4}, manifest {:.4}",
             model.name,
             model.accuracy
         );
-        assert!(agree >= 0.995, "{}: agrees with the recorded predictions on {agree:.4}", model.name);
+        assert!(
+            agree >= 0.995,
+            "{}: agrees with the recorded predictions on {agree:.4}",
+            model.name
+        );
     }
     println!("{task}:\n  {}", report.join("\n  "));
 }
@@ -65,24 +99,41 @@ fn every_task_has_a_varied_zoo() {
     let zoo = Zoo::load(zoo_manifest()).unwrap();
     for (task, spec) in zoo.tasks() {
         let models: Vec<_> = zoo.models_for(task).collect();
-        let best = models.iter().max_by(|a, b| a.accuracy.total_cmp(&b.accuracy)).unwrap();
+        let best = models
+            .iter()
+            .max_by(|a, b| a.accuracy.total_cmp(&b.accuracy))
+            .unwrap();
         // Classes on which some other model beats the overall best: what the ensemble exploits.
         let other_winners = (0..spec.labels.len())
-            .filter(|&c| models.iter().any(|m| m.class_accuracy[c] > best.class_accuracy[c]))
+            .filter(|&c| {
+                models
+                    .iter()
+                    .any(|m| m.class_accuracy[c] > best.class_accuracy[c])
+            })
             .count();
         match task.as_str() {
             "fashion" => {
                 assert!(models.len() >= 10, "fashion has {} models", models.len());
-                assert!(other_winners >= 3, "only {other_winners} classes are won by another model");
+                assert!(
+                    other_winners >= 3,
+                    "only {other_winners} classes are won by another model"
+                );
                 assert!(models.iter().any(|m| m.accuracy <= 0.80) && best.accuracy >= 0.92);
-                assert!(models.iter().any(|m| m.params <= 10_000) && models.iter().any(|m| m.params >= 2_000_000));
+                assert!(
+                    models.iter().any(|m| m.params <= 10_000)
+                        && models.iter().any(|m| m.params >= 2_000_000)
+                );
             }
             "sentiment" => assert!(models.len() >= 6, "sentiment has {} models", models.len()),
             other => panic!("unexpected task {other}"),
         }
         for m in &models {
             zoo.verify_checksum(m).unwrap();
-            assert!(m.profile.is_some(), "{} has a profile (run `cocktail profile`)", m.name);
+            assert!(
+                m.profile.is_some(),
+                "{} has a profile (run `cocktail profile`)",
+                m.name
+            );
         }
     }
 }
@@ -95,5 +146,10 @@ fn test_sets_are_the_committed_sizes() {
     assert!(matches!(&fashion.items[0], Input::Image(i) if i.width == 28 && i.height == 28));
     let sentiment = TestSet::load(&zoo, "sentiment").unwrap();
     assert!(sentiment.len() > 3_000);
-    assert!(sentiment.items.iter().all(|i| matches!(i, Input::Text(t) if !t.is_empty())));
+    assert!(
+        sentiment
+            .items
+            .iter()
+            .all(|i| matches!(i, Input::Text(t) if !t.is_empty()))
+    );
 }

@@ -35,7 +35,9 @@ pub struct BatcherHandle {
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Job").field("items", &self.prepared.len()).finish()
+        f.debug_struct("Job")
+            .field("items", &self.prepared.len())
+            .finish()
     }
 }
 
@@ -70,9 +72,11 @@ impl BatcherHandle {
             return Err(WorkerError::Ort("the batch thread has stopped".into()));
         }
         metrics::queue_depth(self.queued.load(Ordering::Relaxed));
-        answer
-            .await
-            .unwrap_or_else(|_| Err(WorkerError::Ort("the batch thread dropped a request".into())))
+        answer.await.unwrap_or_else(|_| {
+            Err(WorkerError::Ort(
+                "the batch thread dropped a request".into(),
+            ))
+        })
     }
 }
 
@@ -133,7 +137,9 @@ fn run_batch(backend: &mut dyn Backend, preprocessor: &Preprocessor, jobs: Vec<J
             let mut row = 0;
             for job in jobs {
                 let n = job.prepared.len();
-                let rows = all.slice_axis(ndarray::Axis(0), ndarray::Slice::from(row..row + n)).to_owned();
+                let rows = all
+                    .slice_axis(ndarray::Axis(0), ndarray::Slice::from(row..row + n))
+                    .to_owned();
                 row += n;
                 // The requester may have gone (client disconnected); nothing to do then.
                 let _ = job.reply.send(Ok(Probabilities(rows)));
@@ -148,4 +154,3 @@ fn run_batch(backend: &mut dyn Backend, preprocessor: &Preprocessor, jobs: Vec<J
         }
     }
 }
-

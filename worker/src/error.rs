@@ -8,7 +8,10 @@ pub enum WorkerError {
     #[error(
         "ONNX Runtime library not found at {tried}. Run `scripts/setup.sh` (it fetches onnxruntime=={version} from PyPI into .deps/), or set ORT_DYLIB_PATH / pass --ort-lib with the path of libonnxruntime.so.{version}"
     )]
-    RuntimeMissing { tried: String, version: &'static str },
+    RuntimeMissing {
+        tried: String,
+        version: &'static str,
+    },
     #[error("cannot load ONNX Runtime from `{path}`: {message}")]
     RuntimeLoad { path: String, message: String },
     #[error("ONNX Runtime: {0}")]
@@ -18,7 +21,10 @@ pub enum WorkerError {
     #[error("cannot load tokenizer `{path}`: {message}")]
     Tokenizer { path: String, message: String },
     #[error("invalid input `{field}`: {message}")]
-    InvalidInput { field: &'static str, message: String },
+    InvalidInput {
+        field: &'static str,
+        message: String,
+    },
     #[error("malformed JSON body: {0}")]
     MalformedJson(String),
     #[error("body is over the limit of {limit} bytes")]

@@ -50,7 +50,9 @@ struct Args {
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
     match run(Args::parse()) {
@@ -63,7 +65,10 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    if args.rt_max_ms.is_some_and(|ms| !(ms > 0.0 && ms.is_finite())) {
+    if args
+        .rt_max_ms
+        .is_some_and(|ms| !(ms > 0.0 && ms.is_finite()))
+    {
         anyhow::bail!("`--rt-max-ms` must be a positive number of milliseconds");
     }
     let config = WorkerConfig {
@@ -82,7 +87,10 @@ fn run(args: Args) -> anyhow::Result<()> {
     let listener = TcpListener::bind((args.host.as_str(), args.port))?;
     let address = listener.local_addr()?;
     // The first stdout line tells scripts and tests where the worker listens.
-    println!("cocktail-worker serving `{}` on http://{address}", config.model);
+    println!(
+        "cocktail-worker serving `{}` on http://{address}",
+        config.model
+    );
     actix_web::rt::System::new().block_on(worker.serve(listener, config.http_workers))?;
     Ok(())
 }

@@ -8,18 +8,23 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use crate::WorkerError;
 
 const LATENCY_BUCKETS: &[f64] = &[
-    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0,
 ];
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
 
 /// Installs the process-wide recorder; call once, from `main`.
 pub fn install(model: &str) -> Result<PrometheusHandle, WorkerError> {
-    let failed = |e: metrics_exporter_prometheus::BuildError| WorkerError::Ort(format!("metrics: {e}"));
+    let failed =
+        |e: metrics_exporter_prometheus::BuildError| WorkerError::Ort(format!("metrics: {e}"));
     PrometheusBuilder::new()
         .add_global_label("model", model)
         .set_buckets_for_metric(Matcher::Suffix("seconds".into()), LATENCY_BUCKETS)
         .map_err(failed)?
-        .set_buckets_for_metric(Matcher::Full("cocktail_worker_batch_size".into()), BATCH_BUCKETS)
+        .set_buckets_for_metric(
+            Matcher::Full("cocktail_worker_batch_size".into()),
+            BATCH_BUCKETS,
+        )
         .map_err(failed)?
         .install_recorder()
         .map_err(failed)
@@ -42,7 +47,8 @@ pub fn queue_depth(depth: usize) {
 /// One batch run by the backend.
 pub fn batch(items: usize, inference: Duration) {
     metrics::histogram!("cocktail_worker_batch_size").record(items as f64);
-    metrics::histogram!("cocktail_worker_inference_duration_seconds").record(inference.as_secs_f64());
+    metrics::histogram!("cocktail_worker_inference_duration_seconds")
+        .record(inference.as_secs_f64());
 }
 
 /// Items in service or queued (admitted, not yet answered).

@@ -24,7 +24,10 @@ pub struct TokenRow {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prepared {
     /// `count` normalised images, `count * height * width` values.
-    Images { count: usize, values: Vec<f32> },
+    Images {
+        count: usize,
+        values: Vec<f32>,
+    },
     Tokens(Vec<TokenRow>),
 }
 
@@ -50,8 +53,15 @@ pub fn join(parts: &[&Prepared], pre: &Preprocessor) -> Result<Batch, WorkerErro
             let mut values = Vec::new();
             let mut count = 0;
             for part in parts {
-                let Prepared::Images { count: c, values: v } = part else {
-                    return Err(WorkerError::invalid("inputs", "text rows for an image model"));
+                let Prepared::Images {
+                    count: c,
+                    values: v,
+                } = part
+                else {
+                    return Err(WorkerError::invalid(
+                        "inputs",
+                        "text rows for an image model",
+                    ));
                 };
                 count += c;
                 values.extend_from_slice(v);
@@ -64,7 +74,10 @@ pub fn join(parts: &[&Prepared], pre: &Preprocessor) -> Result<Batch, WorkerErro
             let mut rows: Vec<&TokenRow> = Vec::new();
             for part in parts {
                 let Prepared::Tokens(r) = part else {
-                    return Err(WorkerError::invalid("inputs", "image rows for a text model"));
+                    return Err(WorkerError::invalid(
+                        "inputs",
+                        "image rows for a text model",
+                    ));
                 };
                 rows.extend(r);
             }
@@ -96,7 +109,10 @@ pub fn prepare(request: &InferRequest, pre: &Preprocessor) -> Result<Prepared, W
 /// One raw image body (PNG or JPEG bytes).
 pub fn prepare_raw_image(bytes: &[u8], pre: &Preprocessor) -> Result<Prepared, WorkerError> {
     let Preprocessor::Image(image) = pre else {
-        return Err(WorkerError::invalid("body", "this model takes text; send JSON with a `text` input"));
+        return Err(WorkerError::invalid(
+            "body",
+            "this model takes text; send JSON with a `text` input",
+        ));
     };
     let decoded = decode_image(bytes)?;
     Ok(Prepared::Images {
@@ -108,34 +124,49 @@ pub fn prepare_raw_image(bytes: &[u8], pre: &Preprocessor) -> Result<Prepared, W
 fn only_input(request: &InferRequest) -> Result<&cocktail_common::oip::RequestInput, WorkerError> {
     match request.inputs.as_slice() {
         [one] => Ok(one),
-        [] => Err(WorkerError::invalid("inputs", "must hold one input; given none")),
-        more => Err(WorkerError::invalid("inputs", format!("must hold one input; given {}", more.len()))),
+        [] => Err(WorkerError::invalid(
+            "inputs",
+            "must hold one input; given none",
+        )),
+        more => Err(WorkerError::invalid(
+            "inputs",
+            format!("must hold one input; given {}", more.len()),
+        )),
     }
 }
 
 fn item_count(shape: &[i64], field: &'static str) -> Result<usize, WorkerError> {
     let n = shape.first().copied().unwrap_or(0);
     if n < 1 || n as usize > MAX_ITEMS {
-        return Err(WorkerError::invalid(field, format!("batch dimension must be 1 to {MAX_ITEMS}; given {n}")));
+        return Err(WorkerError::invalid(
+            field,
+            format!("batch dimension must be 1 to {MAX_ITEMS}; given {n}"),
+        ));
     }
     Ok(n as usize)
 }
 
-fn prepare_images(request: &InferRequest, pre: &ImagePreprocessor) -> Result<Prepared, WorkerError> {
+fn prepare_images(
+    request: &InferRequest,
+    pre: &ImagePreprocessor,
+) -> Result<Prepared, WorkerError> {
     let input = only_input(request)?;
     match input.datatype.as_str() {
         "BYTES" => {
             if input.shape.len() != 1 {
-                return Err(WorkerError::invalid("shape", format!("BYTES images take shape [n]; given {:?}", input.shape)));
+                return Err(WorkerError::invalid(
+                    "shape",
+                    format!("BYTES images take shape [n]; given {:?}", input.shape),
+                ));
             }
             let n = item_count(&input.shape, "shape")?;
             let strings = strings(&input.data, n)?;
             let images = strings
                 .iter()
                 .map(|s| {
-                    let bytes = BASE64
-                        .decode(s.trim())
-                        .map_err(|e| WorkerError::invalid("image", format!("not valid base64: {e}")))?;
+                    let bytes = BASE64.decode(s.trim()).map_err(|e| {
+                        WorkerError::invalid("image", format!("not valid base64: {e}"))
+                    })?;
                     decode_image(&bytes)
                 })
                 .collect::<Result<Vec<GreyImage>, _>>()?;
@@ -151,7 +182,10 @@ fn prepare_images(request: &InferRequest, pre: &ImagePreprocessor) -> Result<Pre
             if input.shape != [n as i64, 1, h, w] {
                 return Err(WorkerError::invalid(
                     "shape",
-                    format!("FP32 images take shape [n, 1, {h}, {w}]; given {:?}", input.shape),
+                    format!(
+                        "FP32 images take shape [n, 1, {h}, {w}]; given {:?}",
+                        input.shape
+                    ),
                 ));
             }
             let values = numbers(&input.data, n * (h * w) as usize)?
@@ -176,7 +210,10 @@ fn prepare_text(request: &InferRequest, pre: &TextPreprocessor) -> Result<Prepar
             ));
         }
         if input.shape.len() != 1 {
-            return Err(WorkerError::invalid("shape", format!("text takes shape [n]; given {:?}", input.shape)));
+            return Err(WorkerError::invalid(
+                "shape",
+                format!("text takes shape [n]; given {:?}", input.shape),
+            ));
         }
         let n = item_count(&input.shape, "shape")?;
         let rows = strings(&input.data, n)?
@@ -190,7 +227,11 @@ fn prepare_text(request: &InferRequest, pre: &TextPreprocessor) -> Result<Prepar
         return Ok(Prepared::Tokens(rows));
     }
     let find = |name: &str| request.inputs.iter().find(|i| i.name == name);
-    let (Some(ids), Some(mask), 2) = (find("input_ids"), find("attention_mask"), request.inputs.len()) else {
+    let (Some(ids), Some(mask), 2) = (
+        find("input_ids"),
+        find("attention_mask"),
+        request.inputs.len(),
+    ) else {
         return Err(WorkerError::invalid(
             "inputs",
             "text models take one BYTES input `text`, or INT64 `input_ids` and `attention_mask`",
@@ -198,12 +239,17 @@ fn prepare_text(request: &InferRequest, pre: &TextPreprocessor) -> Result<Prepar
     };
     for t in [ids, mask] {
         if t.datatype != "INT64" {
-            return Err(WorkerError::invalid("datatype", format!("`{}` must be INT64; given `{}`", t.name, t.datatype)));
+            return Err(WorkerError::invalid(
+                "datatype",
+                format!("`{}` must be INT64; given `{}`", t.name, t.datatype),
+            ));
         }
     }
     let n = item_count(&ids.shape, "shape")?;
     let seq = match ids.shape.as_slice() {
-        [_, s] if *s >= 1 && (*s as usize) <= pre.max_tokens() && ids.shape == mask.shape => *s as usize,
+        [_, s] if *s >= 1 && (*s as usize) <= pre.max_tokens() && ids.shape == mask.shape => {
+            *s as usize
+        }
         _ => {
             return Err(WorkerError::invalid(
                 "shape",
@@ -219,11 +265,20 @@ fn prepare_text(request: &InferRequest, pre: &TextPreprocessor) -> Result<Prepar
     let vocab = pre.vocab_size() as f64;
     let id_values = numbers(&ids.data, n * seq)?;
     let mask_values = numbers(&mask.data, n * seq)?;
-    if let Some(bad) = id_values.iter().find(|&&v| v < 0.0 || v >= vocab || v.fract() != 0.0) {
-        return Err(WorkerError::invalid("input_ids", format!("ids must be integers in [0, {vocab}); given {bad}")));
+    if let Some(bad) = id_values
+        .iter()
+        .find(|&&v| v < 0.0 || v >= vocab || v.fract() != 0.0)
+    {
+        return Err(WorkerError::invalid(
+            "input_ids",
+            format!("ids must be integers in [0, {vocab}); given {bad}"),
+        ));
     }
     if let Some(bad) = mask_values.iter().find(|&&v| v != 0.0 && v != 1.0) {
-        return Err(WorkerError::invalid("attention_mask", format!("must be 0 or 1; given {bad}")));
+        return Err(WorkerError::invalid(
+            "attention_mask",
+            format!("must be 0 or 1; given {bad}"),
+        ));
     }
     let rows = id_values
         .chunks_exact(seq)
@@ -242,11 +297,17 @@ fn strings(data: &Value, n: usize) -> Result<Vec<&str>, WorkerError> {
         return Err(WorkerError::invalid("data", "must be an array of strings"));
     };
     if items.len() != n {
-        return Err(WorkerError::invalid("data", format!("holds {} elements; shape says {n}", items.len())));
+        return Err(WorkerError::invalid(
+            "data",
+            format!("holds {} elements; shape says {n}", items.len()),
+        ));
     }
     items
         .iter()
-        .map(|v| v.as_str().ok_or_else(|| WorkerError::invalid("data", "must be an array of strings")))
+        .map(|v| {
+            v.as_str()
+                .ok_or_else(|| WorkerError::invalid("data", "must be an array of strings"))
+        })
         .collect()
 }
 
@@ -262,7 +323,10 @@ fn numbers(data: &Value, expected: usize) -> Result<Vec<f64>, WorkerError> {
             // One number past `expected` is enough to say the shape is wrong.
             Value::Number(_) => {
                 out.push(f64::NAN);
-                Err(WorkerError::invalid("data", format!("holds more than the {expected} numbers its shape says")))
+                Err(WorkerError::invalid(
+                    "data",
+                    format!("holds more than the {expected} numbers its shape says"),
+                ))
             }
             _ => Err(WorkerError::invalid("data", "must hold only numbers")),
         }
@@ -270,7 +334,10 @@ fn numbers(data: &Value, expected: usize) -> Result<Vec<f64>, WorkerError> {
     let mut out = Vec::with_capacity(expected);
     walk(data, &mut out, expected)?;
     if out.len() != expected {
-        return Err(WorkerError::invalid("data", format!("holds {} numbers; shape says {expected}", out.len())));
+        return Err(WorkerError::invalid(
+            "data",
+            format!("holds {} numbers; shape says {expected}", out.len()),
+        ));
     }
     if out.iter().any(|v| v.is_nan()) {
         return Err(WorkerError::invalid("data", "numbers must be finite"));
@@ -353,8 +420,18 @@ mod tests {
 
     #[test]
     fn fp32_images_flat_or_nested() {
-        let flat = request(vec![tensor("image", "FP32", vec![1, 1, 2, 2], serde_json::json!([1, 2, 3, 4]))]);
-        let nested = request(vec![tensor("image", "FP32", vec![1, 1, 2, 2], serde_json::json!([[[[1, 2], [3, 4]]]]))]);
+        let flat = request(vec![tensor(
+            "image",
+            "FP32",
+            vec![1, 1, 2, 2],
+            serde_json::json!([1, 2, 3, 4]),
+        )]);
+        let nested = request(vec![tensor(
+            "image",
+            "FP32",
+            vec![1, 1, 2, 2],
+            serde_json::json!([[[[1, 2], [3, 4]]]]),
+        )]);
         let expected = Prepared::Images {
             count: 1,
             values: vec![1.0, 2.0, 3.0, 4.0],
@@ -365,9 +442,24 @@ mod tests {
 
     #[test]
     fn numbers_are_counted_and_finite() {
-        assert!(numbers(&serde_json::json!([1, 2]), 3).unwrap_err().to_string().contains("holds 2 numbers"));
-        assert!(numbers(&serde_json::json!([1, 2, 3, 4]), 3).unwrap_err().to_string().contains("more than the 3"));
-        assert!(numbers(&serde_json::json!([1, "x"]), 2).unwrap_err().to_string().contains("only numbers"));
+        assert!(
+            numbers(&serde_json::json!([1, 2]), 3)
+                .unwrap_err()
+                .to_string()
+                .contains("holds 2 numbers")
+        );
+        assert!(
+            numbers(&serde_json::json!([1, 2, 3, 4]), 3)
+                .unwrap_err()
+                .to_string()
+                .contains("more than the 3")
+        );
+        assert!(
+            numbers(&serde_json::json!([1, "x"]), 2)
+                .unwrap_err()
+                .to_string()
+                .contains("only numbers")
+        );
     }
 
     #[test]
@@ -381,7 +473,9 @@ mod tests {
             count: 2,
             values: vec![1.0; 8],
         };
-        let Batch::Images(images) = join(&[&a, &b], &pre).unwrap() else { panic!("images") };
+        let Batch::Images(images) = join(&[&a, &b], &pre).unwrap() else {
+            panic!("images")
+        };
         assert_eq!(images.shape(), &[3, 1, 2, 2]);
         assert_eq!(images[[0, 0, 0, 0]], 0.0);
         assert_eq!(images[[2, 0, 1, 1]], 1.0);
@@ -395,7 +489,12 @@ mod tests {
     #[test]
     fn item_counts_are_bounded() {
         assert!(item_count(&[0], "shape").is_err());
-        assert!(item_count(&[65], "shape").unwrap_err().to_string().contains("1 to 64"));
+        assert!(
+            item_count(&[65], "shape")
+                .unwrap_err()
+                .to_string()
+                .contains("1 to 64")
+        );
         assert_eq!(item_count(&[64, 3], "shape").unwrap(), 64);
     }
 }

@@ -42,7 +42,12 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, WorkerError> {
     cwd.ancestors()
         .map(|dir| dir.join(SETUP_PATH))
         .find(|candidate| candidate.is_file())
-        .ok_or_else(|| missing(format!("`{}` (nor in a parent folder)", cwd.join(SETUP_PATH).display())))
+        .ok_or_else(|| {
+            missing(format!(
+                "`{}` (nor in a parent folder)",
+                cwd.join(SETUP_PATH).display()
+            ))
+        })
 }
 
 /// The process-wide ONNX Runtime environment, loading the library on first use.

@@ -46,7 +46,10 @@ pub struct Worker {
 
 impl Worker {
     /// Loads the model and starts its batch thread.
-    pub fn load(config: &WorkerConfig, prometheus: Option<PrometheusHandle>) -> Result<Self, WorkerError> {
+    pub fn load(
+        config: &WorkerConfig,
+        prometheus: Option<PrometheusHandle>,
+    ) -> Result<Self, WorkerError> {
         let zoo = Zoo::load(Zoo::locate(config.zoo.as_deref())?)?;
         let model = zoo.model(&config.model)?.clone();
         let labels = zoo.task(&model.task)?.labels.clone();
@@ -84,12 +87,13 @@ impl Worker {
     /// Serves on `listener` until SIGTERM or SIGINT, then drains.
     pub async fn serve(self, listener: TcpListener, http_workers: usize) -> std::io::Result<()> {
         let state = self.state.clone();
-        let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(configure))
-            .workers(http_workers.max(1))
-            .disable_signals()
-            .shutdown_timeout(30)
-            .listen(listener)?
-            .run();
+        let server =
+            HttpServer::new(move || App::new().app_data(state.clone()).configure(configure))
+                .workers(http_workers.max(1))
+                .disable_signals()
+                .shutdown_timeout(30)
+                .listen(listener)?
+                .run();
         let handle = server.handle();
         let draining = Arc::clone(&self.state.draining);
         tokio::spawn(async move {
@@ -106,7 +110,10 @@ async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
             (Ok(mut term), Ok(mut int)) => {
                 tokio::select! {
                     _ = term.recv() => {}

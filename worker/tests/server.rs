@@ -1,5 +1,12 @@
 //! Black-box tests of `cocktail-worker`: the real binary, real models, real ONNX Runtime.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "an integration test fails by panicking, with the value that was wrong"
+)]
+
 mod common;
 
 use std::io::Cursor;
@@ -15,16 +22,24 @@ use serde_json::{Value, json};
 const SAMPLE_STEP: usize = 50;
 
 fn png(image: &GreyImage) -> Vec<u8> {
-    let buffer = image::GrayImage::from_raw(image.width, image.height, image.pixels.clone()).unwrap();
+    let buffer =
+        image::GrayImage::from_raw(image.width, image.height, image.pixels.clone()).unwrap();
     let mut bytes = Vec::new();
-    buffer.write_to(&mut Cursor::new(&mut bytes), image::ImageFormat::Png).unwrap();
+    buffer
+        .write_to(&mut Cursor::new(&mut bytes), image::ImageFormat::Png)
+        .unwrap();
     bytes
 }
 
 fn classes(response: &Value) -> Vec<u16> {
     let outputs = response["outputs"].as_array().unwrap();
     let class = outputs.iter().find(|o| o["name"] == "class").unwrap();
-    class["data"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u16).collect()
+    class["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u16)
+        .collect()
 }
 
 async fn post_json(client: &reqwest::Client, url: &str, body: &Value) -> (u16, Value) {
@@ -39,7 +54,8 @@ async fn fashion_answers_match_recorded_predictions_in_every_encoding() {
     let models = by_latency(&zoo, "fashion");
     let model = models[models.len() / 2];
     let test_set = TestSet::load(&zoo, "fashion").unwrap();
-    let recorded = Predictions::load(&zoo.resolve(&zoo.task("fashion").unwrap().predictions)).unwrap();
+    let recorded =
+        Predictions::load(&zoo.resolve(&zoo.task("fashion").unwrap().predictions)).unwrap();
     let column = recorded.model_index(&model.name).unwrap();
     let worker = WorkerProcess::start(&model.name, &[]).await;
     let client = reqwest::Client::new();
@@ -48,7 +64,9 @@ async fn fashion_answers_match_recorded_predictions_in_every_encoding() {
     let sample: Vec<usize> = (0..test_set.len()).step_by(SAMPLE_STEP).collect();
     let mut agree = 0;
     for &i in &sample {
-        let Input::Image(image) = &test_set.items[i] else { panic!("fashion holds images") };
+        let Input::Image(image) = &test_set.items[i] else {
+            panic!("fashion holds images")
+        };
         let bytes = png(image);
         // Base64 PNG in JSON.
         let body = json!({"id": format!("item-{i}"), "inputs": [{"name": "image", "shape": [1], "datatype": "BYTES", "data": [BASE64.encode(&bytes)]}]});
@@ -57,11 +75,21 @@ async fn fashion_answers_match_recorded_predictions_in_every_encoding() {
         assert_eq!(answer["id"], format!("item-{i}"));
         let from_json = classes(&answer)[0];
         // The same PNG as a raw body.
-        let raw = client.post(&url).header("content-type", "application/octet-stream").body(bytes).send().await.unwrap();
+        let raw = client
+            .post(&url)
+            .header("content-type", "application/octet-stream")
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(raw.status(), 200);
         let from_raw = classes(&raw.json().await.unwrap())[0];
         // The normalised FP32 tensor, as the training pipeline builds it.
-        let tensor: Vec<f32> = image.pixels.iter().map(|&p| (f32::from(p) / 255.0 - 0.2860) / 0.3530).collect();
+        let tensor: Vec<f32> = image
+            .pixels
+            .iter()
+            .map(|&p| (f32::from(p) / 255.0 - 0.2860) / 0.3530)
+            .collect();
         let body = json!({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": tensor}]});
         let (status, answer) = post_json(&client, &url, &body).await;
         assert_eq!(status, 200, "{answer}");
@@ -70,7 +98,11 @@ async fn fashion_answers_match_recorded_predictions_in_every_encoding() {
         assert_eq!(from_json, from_tensor);
         agree += usize::from(from_json == recorded.classes[column][i]);
     }
-    assert!(agree * 1000 >= sample.len() * 995, "{agree}/{} agree with the recorded predictions", sample.len());
+    assert!(
+        agree * 1000 >= sample.len() * 995,
+        "{agree}/{} agree with the recorded predictions",
+        sample.len()
+    );
 
     // Several items in one request come back in order.
     let items: Vec<String> = sample[..8]
@@ -80,10 +112,14 @@ async fn fashion_answers_match_recorded_predictions_in_every_encoding() {
             Input::Text(_) => unreachable!(),
         })
         .collect();
-    let body = json!({"inputs": [{"name": "image", "shape": [8], "datatype": "BYTES", "data": items}]});
+    let body =
+        json!({"inputs": [{"name": "image", "shape": [8], "datatype": "BYTES", "data": items}]});
     let (status, answer) = post_json(&client, &url, &body).await;
     assert_eq!(status, 200);
-    let expected: Vec<u16> = sample[..8].iter().map(|&i| recorded.classes[column][i]).collect();
+    let expected: Vec<u16> = sample[..8]
+        .iter()
+        .map(|&i| recorded.classes[column][i])
+        .collect();
     assert_eq!(classes(&answer), expected);
     let probabilities = answer["outputs"][2]["data"].as_array().unwrap();
     assert_eq!(probabilities.len(), 8 * 10);
@@ -94,7 +130,8 @@ async fn sentiment_answers_match_recorded_predictions() {
     let zoo = zoo();
     let model = by_latency(&zoo, "sentiment")[0];
     let test_set = TestSet::load(&zoo, "sentiment").unwrap();
-    let recorded = Predictions::load(&zoo.resolve(&zoo.task("sentiment").unwrap().predictions)).unwrap();
+    let recorded =
+        Predictions::load(&zoo.resolve(&zoo.task("sentiment").unwrap().predictions)).unwrap();
     let column = recorded.model_index(&model.name).unwrap();
     let worker = WorkerProcess::start(&model.name, &[]).await;
     let client = reqwest::Client::new();
@@ -116,7 +153,11 @@ async fn sentiment_answers_match_recorded_predictions() {
             agree += usize::from(got == recorded.classes[column][i]);
         }
     }
-    assert!(agree * 1000 >= sample.len() * 995, "{agree}/{} agree", sample.len());
+    assert!(
+        agree * 1000 >= sample.len() * 995,
+        "{agree}/{} agree",
+        sample.len()
+    );
 }
 
 #[tokio::test]
@@ -126,16 +167,48 @@ async fn health_metadata_and_metrics() {
     let worker = WorkerProcess::start(&model.name, &[]).await;
     let client = reqwest::Client::new();
     for path in ["/v2", "/v2/health/live", "/v2/health/ready"] {
-        assert_eq!(client.get(format!("{}{path}", worker.url)).send().await.unwrap().status(), 200, "{path}");
+        assert_eq!(
+            client
+                .get(format!("{}{path}", worker.url))
+                .send()
+                .await
+                .unwrap()
+                .status(),
+            200,
+            "{path}"
+        );
     }
-    let ready = client.get(format!("{}/v2/models/{}/ready", worker.url, model.name)).send().await.unwrap();
+    let ready = client
+        .get(format!("{}/v2/models/{}/ready", worker.url, model.name))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ready.status(), 200);
-    let meta: Value = client.get(format!("{}/v2/models/{}", worker.url, model.name)).send().await.unwrap().json().await.unwrap();
+    let meta: Value = client
+        .get(format!("{}/v2/models/{}", worker.url, model.name))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(meta["name"], model.name.as_str());
     assert_eq!(meta["platform"], "onnxruntime");
     let body = json!({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": vec![0.0; 784]}]});
-    assert_eq!(post_json(&client, &worker.infer_url(&model.name), &body).await.0, 200);
-    let metrics = client.get(format!("{}/metrics", worker.url)).send().await.unwrap().text().await.unwrap();
+    assert_eq!(
+        post_json(&client, &worker.infer_url(&model.name), &body)
+            .await
+            .0,
+        200
+    );
+    let metrics = client
+        .get(format!("{}/metrics", worker.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     for name in [
         "cocktail_worker_requests_total",
         "cocktail_worker_batch_size",
@@ -163,48 +236,148 @@ async fn bad_inputs_get_clear_4xx() {
     let huge_png = {
         let buffer = image::GrayImage::new(4100, 10);
         let mut bytes = Vec::new();
-        buffer.write_to(&mut Cursor::new(&mut bytes), image::ImageFormat::Png).unwrap();
+        buffer
+            .write_to(&mut Cursor::new(&mut bytes), image::ImageFormat::Png)
+            .unwrap();
         bytes
     };
     let cases: Vec<(&str, &String, Value, u16, &[&str])> = vec![
-        ("undecodable image", &image_url, bytes_input(json!([BASE64.encode(b"not an image at all")])), 422, &["`image`"]),
-        ("not base64", &image_url, bytes_input(json!(["%%%"])), 422, &["`image`", "base64"]),
-        ("image over 4096x4096", &image_url, bytes_input(json!([BASE64.encode(&huge_png)])), 422, &["`image`", "4096x4096"]),
-        ("wrong tensor shape", &image_url, json!({"inputs": [{"name": "image", "shape": [1, 1, 27, 28], "datatype": "FP32", "data": vec![0.0; 756]}]}), 422, &["`shape`", "[n, 1, 28, 28]"]),
-        ("data disagrees with shape", &image_url, json!({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": vec![0.0; 10]}]}), 422, &["`data`", "784"]),
-        ("wrong dtype", &image_url, json!({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "INT8", "data": vec![0; 784]}]}), 422, &["`datatype`", "INT8"]),
-        ("too many items", &image_url, json!({"inputs": [{"name": "image", "shape": [65], "datatype": "BYTES", "data": vec!["x"; 65]}]}), 422, &["`shape`", "64"]),
-        ("no inputs", &image_url, json!({"inputs": []}), 422, &["`inputs`"]),
-        ("empty text", &text_url, json!({"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": ["   "]}]}), 422, &["`text`", "empty"]),
-        ("text too long", &text_url, json!({"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": ["a".repeat(10_001)]}]}), 422, &["`text`", "10000"]),
-        ("token ids out of vocabulary", &text_url, json!({"inputs": [
+        (
+            "undecodable image",
+            &image_url,
+            bytes_input(json!([BASE64.encode(b"not an image at all")])),
+            422,
+            &["`image`"],
+        ),
+        (
+            "not base64",
+            &image_url,
+            bytes_input(json!(["%%%"])),
+            422,
+            &["`image`", "base64"],
+        ),
+        (
+            "image over 4096x4096",
+            &image_url,
+            bytes_input(json!([BASE64.encode(&huge_png)])),
+            422,
+            &["`image`", "4096x4096"],
+        ),
+        (
+            "wrong tensor shape",
+            &image_url,
+            json!({"inputs": [{"name": "image", "shape": [1, 1, 27, 28], "datatype": "FP32", "data": vec![0.0; 756]}]}),
+            422,
+            &["`shape`", "[n, 1, 28, 28]"],
+        ),
+        (
+            "data disagrees with shape",
+            &image_url,
+            json!({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": vec![0.0; 10]}]}),
+            422,
+            &["`data`", "784"],
+        ),
+        (
+            "wrong dtype",
+            &image_url,
+            json!({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "INT8", "data": vec![0; 784]}]}),
+            422,
+            &["`datatype`", "INT8"],
+        ),
+        (
+            "too many items",
+            &image_url,
+            json!({"inputs": [{"name": "image", "shape": [65], "datatype": "BYTES", "data": vec!["x"; 65]}]}),
+            422,
+            &["`shape`", "64"],
+        ),
+        (
+            "no inputs",
+            &image_url,
+            json!({"inputs": []}),
+            422,
+            &["`inputs`"],
+        ),
+        (
+            "empty text",
+            &text_url,
+            json!({"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": ["   "]}]}),
+            422,
+            &["`text`", "empty"],
+        ),
+        (
+            "text too long",
+            &text_url,
+            json!({"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": ["a".repeat(10_001)]}]}),
+            422,
+            &["`text`", "10000"],
+        ),
+        (
+            "token ids out of vocabulary",
+            &text_url,
+            json!({"inputs": [
             {"name": "input_ids", "shape": [1, 2], "datatype": "INT64", "data": [101, 99_999_999]},
-            {"name": "attention_mask", "shape": [1, 2], "datatype": "INT64", "data": [1, 1]}]}), 422, &["`input_ids`"]),
-        ("mask shape differs", &text_url, json!({"inputs": [
+            {"name": "attention_mask", "shape": [1, 2], "datatype": "INT64", "data": [1, 1]}]}),
+            422,
+            &["`input_ids`"],
+        ),
+        (
+            "mask shape differs",
+            &text_url,
+            json!({"inputs": [
             {"name": "input_ids", "shape": [1, 2], "datatype": "INT64", "data": [101, 102]},
-            {"name": "attention_mask", "shape": [1, 3], "datatype": "INT64", "data": [1, 1, 1]}]}), 422, &["`shape`"]),
+            {"name": "attention_mask", "shape": [1, 3], "datatype": "INT64", "data": [1, 1, 1]}]}),
+            422,
+            &["`shape`"],
+        ),
     ];
     for (what, url, body, status, needles) in cases {
         let (got, answer) = post_json(&client, url, &body).await;
         assert_eq!(got, status, "{what}: {answer}");
         let message = answer["error"].as_str().unwrap_or_default();
         for needle in needles {
-            assert!(message.contains(needle), "{what}: `{message}` lacks {needle}");
+            assert!(
+                message.contains(needle),
+                "{what}: `{message}` lacks {needle}"
+            );
         }
     }
 
-    let malformed = client.post(&image_url).header("content-type", "application/json").body("{\"inputs\": [").send().await.unwrap();
+    let malformed = client
+        .post(&image_url)
+        .header("content-type", "application/json")
+        .body("{\"inputs\": [")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(malformed.status(), 400);
     assert!(malformed.text().await.unwrap().contains("malformed JSON"));
 
-    let too_big = client.post(&image_url).header("content-type", "application/octet-stream").body(vec![0_u8; 10 * 1024 * 1024 + 1]).send().await.unwrap();
+    let too_big = client
+        .post(&image_url)
+        .header("content-type", "application/octet-stream")
+        .body(vec![0_u8; 10 * 1024 * 1024 + 1])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(too_big.status(), 413);
     assert!(too_big.text().await.unwrap().contains("10485760 bytes"));
 
-    let raw_garbage = client.post(&image_url).header("content-type", "image/png").body("garbage").send().await.unwrap();
+    let raw_garbage = client
+        .post(&image_url)
+        .header("content-type", "image/png")
+        .body("garbage")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(raw_garbage.status(), 422);
 
-    let unknown = client.post(images.infer_url("no_such_model")).json(&bytes_input(json!(["x"]))).send().await.unwrap();
+    let unknown = client
+        .post(images.infer_url("no_such_model"))
+        .json(&bytes_input(json!(["x"])))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(unknown.status(), 404);
     assert!(unknown.text().await.unwrap().contains("no_such_model"));
 
@@ -218,7 +391,8 @@ async fn bad_inputs_get_clear_4xx() {
 async fn overload_gets_429_with_retry_after() {
     let zoo = zoo();
     let slowest = *by_latency(&zoo, "sentiment").last().unwrap();
-    let worker = WorkerProcess::start(&slowest.name, &["--max-batch", "1", "--queue-items", "1"]).await;
+    let worker =
+        WorkerProcess::start(&slowest.name, &["--max-batch", "1", "--queue-items", "1"]).await;
     let client = reqwest::Client::new();
     let url = worker.infer_url(&slowest.name);
     let body = json!({"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": ["an overlong review of a film that keeps going and going"]}]});
@@ -227,7 +401,11 @@ async fn overload_gets_429_with_retry_after() {
         tokio::spawn(async move {
             let started = std::time::Instant::now();
             let r = client.post(&url).json(&body).send().await.unwrap();
-            (r.status().as_u16(), r.headers().get("retry-after").is_some(), started.elapsed())
+            (
+                r.status().as_u16(),
+                r.headers().get("retry-after").is_some(),
+                started.elapsed(),
+            )
         })
     });
     let mut ok = 0;
@@ -238,7 +416,10 @@ async fn overload_gets_429_with_retry_after() {
             200 => ok += 1,
             429 => {
                 assert!(retry_after, "429 carries Retry-After");
-                assert!(elapsed < Duration::from_secs(5), "a 429 is immediate, took {elapsed:?}");
+                assert!(
+                    elapsed < Duration::from_secs(5),
+                    "a 429 is immediate, took {elapsed:?}"
+                );
                 refused += 1;
             }
             other => panic!("unexpected status {other}"),
@@ -259,13 +440,26 @@ async fn sigterm_drains_without_losing_accepted_requests() {
     let in_flight: Vec<_> = (0..8)
         .map(|_| {
             let (client, url, body) = (client.clone(), url.clone(), body.clone());
-            tokio::spawn(async move { client.post(&url).json(&body).send().await.map(|r| r.status().as_u16()) })
+            tokio::spawn(async move {
+                client
+                    .post(&url)
+                    .json(&body)
+                    .send()
+                    .await
+                    .map(|r| r.status().as_u16())
+            })
         })
         .collect();
     // Let the requests reach the worker and queue behind each other.
     tokio::time::sleep(Duration::from_millis(30)).await;
     let pid = worker.child.id().unwrap().to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     for handle in in_flight {
         match handle.await.unwrap() {
             Ok(status) => assert_eq!(status, 200, "an accepted request was answered"),
@@ -273,6 +467,9 @@ async fn sigterm_drains_without_losing_accepted_requests() {
             Err(e) => assert!(e.is_connect(), "{e}"),
         }
     }
-    let status = tokio::time::timeout(Duration::from_secs(30), worker.child.wait()).await.unwrap().unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), worker.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(status.success(), "exit status {status}");
 }

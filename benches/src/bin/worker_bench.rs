@@ -61,14 +61,22 @@ async fn main() -> anyhow::Result<()> {
 
     let worker_binary = std::env::current_exe()?.with_file_name("cocktail-worker");
     if !worker_binary.is_file() {
-        bail!("{} is missing: build it with `cargo build --release -p cocktail-worker`", worker_binary.display());
+        bail!(
+            "{} is missing: build it with `cargo build --release -p cocktail-worker`",
+            worker_binary.display()
+        );
     }
     let (mut child, url) = start_worker(&worker_binary, &model.name, args.threads).await?;
 
     let preprocessor = Preprocessor::for_model(&zoo, &model)?;
     let mut backend = OnnxBackend::load(&zoo, &model, args.threads, None)?;
-    println!("model `{}` ({} params), {} intra-op thread(s), {} requests per level\n", model.name, model.params, args.threads, args.requests);
-    println!("| concurrency | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) |");
+    println!(
+        "model `{}` ({} params), {} intra-op thread(s), {} requests per level\n",
+        model.name, model.params, args.threads, args.requests
+    );
+    println!(
+        "| concurrency | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) |"
+    );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     let client = reqwest::Client::new();
     let infer_url = format!("{url}/v2/models/{}/infer", model.name);
@@ -89,7 +97,8 @@ async fn main() -> anyhow::Result<()> {
         let in_process_rps = served as f64 / started.elapsed().as_secs_f64();
         let in_process = Summary::of(&mut in_process);
 
-        let (http_rps, mut latencies) = http_run(&client, &infer_url, &pngs, concurrency, args.requests).await?;
+        let (http_rps, mut latencies) =
+            http_run(&client, &infer_url, &pngs, concurrency, args.requests).await?;
         let http = Summary::of(&mut latencies);
         let overhead = http.p50.saturating_sub(in_process.p50);
         println!(
@@ -98,7 +107,11 @@ async fn main() -> anyhow::Result<()> {
             us(in_process.p50),
             us(http.p50),
             us(http.p99),
-            if concurrency == 1 { us(overhead) } else { "-".into() }
+            if concurrency == 1 {
+                us(overhead)
+            } else {
+                "-".into()
+            }
         );
     }
     child.kill().await.ok();
@@ -106,26 +119,52 @@ async fn main() -> anyhow::Result<()> {
 }
 
 fn single_latency(m: &cocktail_common::ModelEntry) -> f64 {
-    m.profile.as_ref().and_then(|p| p.latency_us(1, 1)).unwrap_or(f64::MAX)
+    m.profile
+        .as_ref()
+        .and_then(|p| p.latency_us(1, 1))
+        .unwrap_or(f64::MAX)
 }
 
 fn png_base64(image: &cocktail_common::testset::GreyImage) -> anyhow::Result<String> {
-    let buffer = image::GrayImage::from_raw(image.width, image.height, image.pixels.clone()).context("image size")?;
+    let buffer = image::GrayImage::from_raw(image.width, image.height, image.pixels.clone())
+        .context("image size")?;
     let mut bytes = Vec::new();
-    buffer.write_to(&mut std::io::Cursor::new(&mut bytes), image::ImageFormat::Png)?;
+    buffer.write_to(
+        &mut std::io::Cursor::new(&mut bytes),
+        image::ImageFormat::Png,
+    )?;
     Ok(BASE64.encode(bytes))
 }
 
-async fn start_worker(binary: &PathBuf, model: &str, threads: usize) -> anyhow::Result<(tokio::process::Child, String)> {
+async fn start_worker(
+    binary: &PathBuf,
+    model: &str,
+    threads: usize,
+) -> anyhow::Result<(tokio::process::Child, String)> {
     let mut child = tokio::process::Command::new(binary)
-        .args(["--model", model, "--port", "0", "--threads", &threads.to_string()])
+        .args([
+            "--model",
+            model,
+            "--port",
+            "0",
+            "--threads",
+            &threads.to_string(),
+        ])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()?;
     let stdout = child.stdout.take().context("worker stdout")?;
-    let line = BufReader::new(stdout).lines().next_line().await?.context("the worker exited at start")?;
-    let url = line.split_whitespace().last().context("address line")?.to_owned();
+    let line = BufReader::new(stdout)
+        .lines()
+        .next_line()
+        .await?
+        .context("the worker exited at start")?;
+    let url = line
+        .split_whitespace()
+        .last()
+        .context("address line")?
+        .to_owned();
     Ok((child, url))
 }
 
@@ -140,7 +179,12 @@ async fn http_run(
     // Warm the connections and the model.
     for png in pngs.iter().take(concurrency.max(8)) {
         let body = json!({"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES", "data": [png]}]});
-        client.post(url).json(&body).send().await?.error_for_status()?;
+        client
+            .post(url)
+            .json(&body)
+            .send()
+            .await?
+            .error_for_status()?;
     }
     let bar = ProgressBar::new(requests as u64);
     let per_client = requests.div_ceil(concurrency);

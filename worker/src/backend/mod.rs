@@ -69,7 +69,9 @@ impl Probabilities {
 fn argmax(row: ArrayView1<'_, f32>) -> (usize, f32) {
     row.iter()
         .enumerate()
-        .fold((0, f32::NEG_INFINITY), |best, (i, &p)| if p > best.1 { (i, p) } else { best })
+        .fold((0, f32::NEG_INFINITY), |best, (i, &p)| {
+            if p > best.1 { (i, p) } else { best }
+        })
 }
 
 /// An inference engine for one model. `infer` takes `&mut self` because engines (ONNX
@@ -88,7 +90,11 @@ mod tests {
 
     #[test]
     fn softmax_and_top() {
-        let p = Probabilities::from_logits(array![[1.0, 3.0, 2.0], [0.0, 0.0, 0.0], [1000.0, -1000.0, 0.0]]);
+        let p = Probabilities::from_logits(array![
+            [1.0, 3.0, 2.0],
+            [0.0, 0.0, 0.0],
+            [1000.0, -1000.0, 0.0]
+        ]);
         for row in p.0.rows() {
             assert!((row.sum() - 1.0).abs() < 1e-6);
         }

@@ -66,13 +66,19 @@ impl OnnxBackend {
             message,
         };
         let graph_inputs: Vec<&str> = self.session.inputs().iter().map(|i| i.name()).collect();
-        let manifest_inputs: Vec<&str> = self.model.inputs.iter().map(|i| i.name.as_str()).collect();
+        let manifest_inputs: Vec<&str> =
+            self.model.inputs.iter().map(|i| i.name.as_str()).collect();
         if graph_inputs != manifest_inputs {
             return Err(mismatch(format!(
                 "graph inputs {graph_inputs:?}, manifest inputs {manifest_inputs:?}"
             )));
         }
-        if !self.session.outputs().iter().any(|o| o.name() == self.model.output) {
+        if !self
+            .session
+            .outputs()
+            .iter()
+            .any(|o| o.name() == self.model.output)
+        {
             return Err(mismatch(format!("no output named `{}`", self.model.output)));
         }
         Ok(())
@@ -120,7 +126,10 @@ impl Backend for OnnxBackend {
         let inputs = self.bind(batch)?;
         let outputs = self.session.run(inputs)?;
         let Some(logits) = outputs.get(&self.model.output) else {
-            return Err(WorkerError::Ort(format!("no output `{}`", self.model.output)));
+            return Err(WorkerError::Ort(format!(
+                "no output `{}`",
+                self.model.output
+            )));
         };
         let logits = logits.try_extract_array::<f32>()?;
         let logits = logits

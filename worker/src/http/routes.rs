@@ -76,12 +76,18 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, WorkerError> 
     Ok(HttpResponse::Ok().finish())
 }
 
-async fn model_ready(state: web::Data<AppState>, model: web::Path<String>) -> Result<HttpResponse, WorkerError> {
+async fn model_ready(
+    state: web::Data<AppState>,
+    model: web::Path<String>,
+) -> Result<HttpResponse, WorkerError> {
     state.serving(&model)?;
     Ok(HttpResponse::Ok().finish())
 }
 
-async fn model_metadata(state: web::Data<AppState>, model: web::Path<String>) -> Result<HttpResponse, WorkerError> {
+async fn model_metadata(
+    state: web::Data<AppState>,
+    model: web::Path<String>,
+) -> Result<HttpResponse, WorkerError> {
     if *model != state.model.name {
         return Err(WorkerError::UnknownModel {
             served: state.model.name.clone(),
@@ -118,15 +124,31 @@ async fn model_metadata(state: web::Data<AppState>, model: web::Path<String>) ->
         platform: "onnxruntime".into(),
         inputs,
         outputs: vec![
-            TensorMetadata { name: "class".into(), datatype: "INT64".into(), shape: vec![-1] },
-            TensorMetadata { name: "label".into(), datatype: "BYTES".into(), shape: vec![-1] },
-            TensorMetadata { name: "probabilities".into(), datatype: "FP32".into(), shape: vec![-1, classes] },
+            TensorMetadata {
+                name: "class".into(),
+                datatype: "INT64".into(),
+                shape: vec![-1],
+            },
+            TensorMetadata {
+                name: "label".into(),
+                datatype: "BYTES".into(),
+                shape: vec![-1],
+            },
+            TensorMetadata {
+                name: "probabilities".into(),
+                datatype: "FP32".into(),
+                shape: vec![-1, classes],
+            },
         ],
     }))
 }
 
 async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
-    let body = state.prometheus.as_ref().map(PrometheusHandle::render).unwrap_or_default();
+    let body = state
+        .prometheus
+        .as_ref()
+        .map(PrometheusHandle::render)
+        .unwrap_or_default();
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(body)
@@ -140,7 +162,10 @@ async fn infer(
 ) -> Result<HttpResponse, WorkerError> {
     let started = Instant::now();
     let result = infer_inner(&state, &model, &request, payload).await;
-    metrics::request(result.as_ref().map_or_else(WorkerError::kind, |_| "ok"), started.elapsed());
+    metrics::request(
+        result.as_ref().map_or_else(WorkerError::kind, |_| "ok"),
+        started.elapsed(),
+    );
     result
 }
 
@@ -154,7 +179,11 @@ async fn infer_inner(
     let body = match payload.to_bytes_limited(MAX_BODY_BYTES).await {
         Ok(Ok(body)) => body,
         Ok(Err(e)) => return Err(WorkerError::invalid("body", format!("cannot read: {e}"))),
-        Err(_) => return Err(WorkerError::PayloadTooLarge { limit: MAX_BODY_BYTES }),
+        Err(_) => {
+            return Err(WorkerError::PayloadTooLarge {
+                limit: MAX_BODY_BYTES,
+            });
+        }
     };
     let raw_image = request
         .headers()
@@ -178,12 +207,17 @@ async fn infer_inner(
     if items > state.capacity {
         return Err(WorkerError::invalid(
             "shape",
-            format!("{items} items is over this worker's capacity of {}", state.capacity),
+            format!(
+                "{items} items is over this worker's capacity of {}",
+                state.capacity
+            ),
         ));
     }
     let permit = Arc::clone(&state.slots)
         .try_acquire_many_owned(items as u32)
-        .map_err(|_| WorkerError::Overloaded { capacity: state.capacity })?;
+        .map_err(|_| WorkerError::Overloaded {
+            capacity: state.capacity,
+        })?;
     metrics::in_flight(state.capacity - state.slots.available_permits());
     let probabilities = state.batcher.infer(prepared).await;
     drop(permit);

@@ -37,7 +37,9 @@ pub fn decode_image(bytes: &[u8]) -> Result<GreyImage, WorkerError> {
     if width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE {
         return Err(WorkerError::invalid(
             "image",
-            format!("{width}x{height} pixels is over the limit of {MAX_IMAGE_SIDE}x{MAX_IMAGE_SIDE}"),
+            format!(
+                "{width}x{height} pixels is over the limit of {MAX_IMAGE_SIDE}x{MAX_IMAGE_SIDE}"
+            ),
         ));
     }
     // `into_dimensions` consumed the reader; decoding again is cheap next to inference.
@@ -81,7 +83,9 @@ impl ImagePreprocessor {
     }
 
     fn resize(&self, image: &GreyImage) -> Vec<u8> {
-        let Some(buffer) = image::GrayImage::from_raw(image.width, image.height, image.pixels.clone()) else {
+        let Some(buffer) =
+            image::GrayImage::from_raw(image.width, image.height, image.pixels.clone())
+        else {
             // A GreyImage whose pixel count disagrees with its size comes only from a bug;
             // a black image keeps the request answerable.
             return vec![0; (self.width * self.height) as usize];
@@ -109,11 +113,17 @@ mod tests {
         let cursor = std::io::Cursor::new(&mut bytes);
         if colour {
             image::RgbImage::from_pixel(width, height, image::Rgb([255, 0, 0]))
-                .write_to(&mut std::io::BufWriter::new(cursor), image::ImageFormat::Png)
+                .write_to(
+                    &mut std::io::BufWriter::new(cursor),
+                    image::ImageFormat::Png,
+                )
                 .unwrap();
         } else {
             image::GrayImage::from_pixel(width, height, image::Luma([200]))
-                .write_to(&mut std::io::BufWriter::new(cursor), image::ImageFormat::Png)
+                .write_to(
+                    &mut std::io::BufWriter::new(cursor),
+                    image::ImageFormat::Png,
+                )
                 .unwrap();
         }
         bytes
@@ -140,12 +150,18 @@ mod tests {
         assert_eq!(t.shape(), &[1, 1, 28, 28]);
         // Pure red is luma 54 (Rec. 601 weights in `image`).
         let expected = (54.0 / 255.0 - 0.2860) / 0.3530;
-        assert!(t.iter().all(|&v| (v - expected).abs() < 0.02), "{}", t[[0, 0, 14, 14]]);
+        assert!(
+            t.iter().all(|&v| (v - expected).abs() < 0.02),
+            "{}",
+            t[[0, 0, 14, 14]]
+        );
     }
 
     #[test]
     fn refuses_bad_images() {
-        let err = decode_image(b"definitely not an image").unwrap_err().to_string();
+        let err = decode_image(b"definitely not an image")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`image`"), "{err}");
         let err = decode_image(&png(4097, 1, false)).unwrap_err().to_string();
         assert!(err.contains("4097x1") && err.contains("4096x4096"), "{err}");

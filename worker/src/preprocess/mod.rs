@@ -13,7 +13,7 @@ use crate::{Batch, WorkerError};
 #[derive(Debug)]
 pub enum Preprocessor {
     Image(ImagePreprocessor),
-    Text(TextPreprocessor),
+    Text(Box<TextPreprocessor>),
 }
 
 impl Preprocessor {
@@ -35,7 +35,10 @@ impl Preprocessor {
             Preprocess::Text {
                 tokenizer,
                 max_tokens,
-            } => Self::Text(TextPreprocessor::load(&zoo.resolve(tokenizer), *max_tokens)?),
+            } => Self::Text(Box::new(TextPreprocessor::load(
+                &zoo.resolve(tokenizer),
+                *max_tokens,
+            )?)),
         })
     }
 
@@ -47,7 +50,9 @@ impl Preprocessor {
                     .iter()
                     .map(|input| match input {
                         Input::Image(image) => Ok(image),
-                        Input::Text(_) => Err(WorkerError::invalid("text", "this model takes images")),
+                        Input::Text(_) => {
+                            Err(WorkerError::invalid("text", "this model takes images"))
+                        }
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 Ok(Batch::Images(pre.tensor(&images)))
@@ -57,7 +62,9 @@ impl Preprocessor {
                     .iter()
                     .map(|input| match input {
                         Input::Text(text) => Ok(text.as_str()),
-                        Input::Image(_) => Err(WorkerError::invalid("image", "this model takes text")),
+                        Input::Image(_) => {
+                            Err(WorkerError::invalid("image", "this model takes text"))
+                        }
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 pre.batch(&texts)

@@ -15,7 +15,12 @@ pub fn zoo() -> Zoo {
 /// The task's models ordered by single-item latency (fastest first).
 pub fn by_latency<'a>(zoo: &'a Zoo, task: &'a str) -> Vec<&'a ModelEntry> {
     let mut models: Vec<_> = zoo.models_for(task).collect();
-    let latency = |m: &ModelEntry| m.profile.as_ref().and_then(|p| p.latency_us(1, 1)).unwrap_or(f64::MAX);
+    let latency = |m: &ModelEntry| {
+        m.profile
+            .as_ref()
+            .and_then(|p| p.latency_us(1, 1))
+            .unwrap_or(f64::MAX)
+    };
     models.sort_by(|a, b| latency(a).total_cmp(&latency(b)));
     models
 }
@@ -40,7 +45,11 @@ impl WorkerProcess {
             .unwrap();
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
-        let line = lines.next_line().await.unwrap().expect("the worker prints its address");
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the worker prints its address");
         let url = line.split_whitespace().last().unwrap().to_owned();
         assert!(url.starts_with("http://"), "{line}");
         Self { child, url }
