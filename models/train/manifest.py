@@ -137,7 +137,7 @@ def toml_value(v):
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
-        return repr(round(v, 6))
+        return repr(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
@@ -214,8 +214,8 @@ def main():
             probs, inputs = evaluate(path, batches())
             pred = probs.argmax(axis=1)
             classes = len(TASKS[task]["labels"])
-            class_acc = [float((pred[labels == c] == c).mean()) for c in range(classes)]
-            accuracy = float((pred == labels).mean())
+            class_acc = [round(float((pred[labels == c] == c).mean()), 6) for c in range(classes)]
+            accuracy = round(float((pred == labels).mean()), 6)
             print(f"{task:9s} {m['name']:14s} params={m['params']:>9,d} acc={accuracy:.4f}")
             entries.append({
                 "name": m["name"], "task": task, "file": f"{task}/{m['name']}.onnx",

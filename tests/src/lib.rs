@@ -10,7 +10,10 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_default()
 }
 
-/// The zoo manifest of this checkout.
+/// The zoo manifest under test: `COCKTAIL_ZOO` when set (to check a retrained zoo before
+/// it replaces the committed one), else this checkout's.
 pub fn zoo_manifest() -> PathBuf {
-    workspace_root().join(cocktail_common::zoo::DEFAULT_MANIFEST)
+    std::env::var_os("COCKTAIL_ZOO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(cocktail_common::zoo::DEFAULT_MANIFEST))
 }

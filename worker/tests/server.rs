@@ -16,7 +16,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use cocktail_common::testset::GreyImage;
 use cocktail_common::{Input, Predictions, TestSet};
-use common::{WorkerProcess, by_latency, zoo};
+use common::{WorkerProcess, by_latency, largest, zoo};
 use serde_json::{Value, json};
 
 const SAMPLE_STEP: usize = 50;
@@ -390,7 +390,7 @@ async fn bad_inputs_get_clear_4xx() {
 #[tokio::test]
 async fn overload_gets_429_with_retry_after() {
     let zoo = zoo();
-    let slowest = *by_latency(&zoo, "sentiment").last().unwrap();
+    let slowest = largest(&zoo, "sentiment");
     let worker =
         WorkerProcess::start(&slowest.name, &["--max-batch", "1", "--queue-items", "1"]).await;
     let client = reqwest::Client::new();
@@ -432,7 +432,7 @@ async fn overload_gets_429_with_retry_after() {
 #[tokio::test]
 async fn sigterm_drains_without_losing_accepted_requests() {
     let zoo = zoo();
-    let slowest = *by_latency(&zoo, "sentiment").last().unwrap();
+    let slowest = largest(&zoo, "sentiment");
     let mut worker = WorkerProcess::start(&slowest.name, &["--max-batch", "1"]).await;
     let client = reqwest::Client::new();
     let url = worker.infer_url(&slowest.name);
@@ -441,18 +441,20 @@ async fn sigterm_drains_without_losing_accepted_requests() {
         .map(|_| {
             let (client, url, body) = (client.clone(), url.clone(), body.clone());
             tokio::spawn(async move {
-                client
+                let result = client
                     .post(&url)
                     .json(&body)
                     .send()
                     .await
-                    .map(|r| r.status().as_u16())
+                    .map(|r| r.status().as_u16());
+                (result, std::time::Instant::now())
             })
         })
         .collect();
     // Let the requests reach the worker and queue behind each other.
     tokio::time::sleep(Duration::from_millis(30)).await;
     let pid = worker.child.id().unwrap().to_string();
+    let signalled = std::time::Instant::now();
     assert!(
         std::process::Command::new("kill")
             .args(["-TERM", &pid])
@@ -460,13 +462,21 @@ async fn sigterm_drains_without_losing_accepted_requests() {
             .unwrap()
             .success()
     );
+    let mut answered_after_signal = 0;
     for handle in in_flight {
         match handle.await.unwrap() {
-            Ok(status) => assert_eq!(status, 200, "an accepted request was answered"),
+            (Ok(status), at) => {
+                assert_eq!(status, 200, "an accepted request was answered");
+                answered_after_signal += usize::from(at > signalled);
+            }
             // Not yet accepted when the listener closed: refused, never lost mid-way.
-            Err(e) => assert!(e.is_connect(), "{e}"),
+            (Err(e), _) => assert!(e.is_connect(), "{e}"),
         }
     }
+    assert!(
+        answered_after_signal >= 1,
+        "some requests were still in flight at SIGTERM and were answered"
+    );
     let status = tokio::time::timeout(Duration::from_secs(30), worker.child.wait())
         .await
         .unwrap()

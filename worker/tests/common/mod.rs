@@ -7,8 +7,11 @@ use cocktail_common::{ModelEntry, Zoo};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+/// The zoo under test: `COCKTAIL_ZOO` when set (the worker reads it too), else the checkout's.
 pub fn zoo() -> Zoo {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/zoo.toml");
+    let manifest = std::env::var_os("COCKTAIL_ZOO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/zoo.toml"));
     Zoo::load(manifest).unwrap()
 }
 
@@ -23,6 +26,11 @@ pub fn by_latency<'a>(zoo: &'a Zoo, task: &'a str) -> Vec<&'a ModelEntry> {
     };
     models.sort_by(|a, b| latency(a).total_cmp(&latency(b)));
     models
+}
+
+/// The task's model with the most parameters (the slowest to run).
+pub fn largest<'a>(zoo: &'a Zoo, task: &'a str) -> &'a ModelEntry {
+    zoo.models_for(task).max_by_key(|m| m.params).unwrap()
 }
 
 /// A running worker process; killed when dropped.
