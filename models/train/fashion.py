@@ -32,6 +32,10 @@ import random
 import sys
 import time
 
+# The machine is shared: with busy-waiting OpenMP threads, torch slows down by 10x or more
+# when the cores are oversubscribed.  Must be set before torch (libgomp) is loaded.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -161,25 +165,36 @@ def dwsep_net():
 
 
 def resnet():
-    return nn.Sequential(*conv_bn(1, 32), ResBlock(32, 64, 2), ResBlock(64, 128, 2),
-                         ResBlock(128, 128, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                         Linear(128, 10))
+    return nn.Sequential(*conv_bn(1, 16), ResBlock(16, 32, 2), ResBlock(32, 64, 2),
+                         ResBlock(64, 64, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         Linear(64, 10))
+
+
+def lenet5():
+    """LeCun's LeNet-5 layout (5x5 convs, average pooling, tanh) adapted to 28x28 inputs."""
+    return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.Tanh(), nn.AvgPool2d(2),
+                         nn.Conv2d(6, 16, 5), nn.Tanh(), nn.AvgPool2d(2), nn.Flatten(),
+                         Linear(16 * 25, 120), nn.Tanh(), Linear(120, 84), nn.Tanh(),
+                         Linear(84, 10))
 
 
 def vgg():
     return nn.Sequential(*conv_bn(1, 64), *conv_bn(64, 64), nn.MaxPool2d(2),
                          *conv_bn(64, 128), *conv_bn(128, 128), nn.MaxPool2d(2),
-                         *conv_bn(128, 256), nn.Flatten(),
-                         Linear(256 * 49, 256), nn.ReLU(inplace=True), nn.Dropout(0.5),
-                         Linear(256, 10))
+                         *conv_bn(128, 256), *conv_bn(256, 256), nn.Flatten(),
+                         Linear(256 * 49, 128), nn.ReLU(inplace=True), nn.Dropout(0.5),
+                         Linear(128, 10))
 
 
 # ----------------------------------------------------------------------------- the zoo
 # Each entry: build (constructor), arch, description, n (training examples), epochs, seed,
-# lr (peak, one-cycle), optional class_weights (skewed subset), crop/flip augmentation,
-# batch size, label smoothing.
-SKEW_UPPER = [2, 0.5, 4, 0.5, 4, 0.5, 4, 0.5, 0.5, 0.5]   # pullover, coat, shirt, t-shirt
-SKEW_FOOT = [0.5, 3, 0.5, 3, 0.5, 3, 0.5, 3, 3, 3]        # trouser, dress, shoes, bag
+# lr (peak, one-cycle), optional class_weights (skewed subset), loss_weights (per-class
+# weights in the cross-entropy), crop/flip augmentation, bs (batch size), smooth (label
+# smoothing), cl (train in channels-last memory format; speed only).
+SKEW_SHIRT = [3, 0.5, 1, 0.5, 1, 0.5, 10, 0.5, 0.5, 0.5]   # subset rich in shirts and t-shirts
+SKEW_TOP = [6, 0.5, 1, 0.5, 1, 0.5, 1, 0.5, 0.5, 0.5]       # subset rich in t-shirts/tops
+SKEW_FOOT = [0.5, 3, 0.5, 3, 0.5, 3, 0.5, 3, 3, 3]         # trouser, dress, shoes, bag
+LOSS_PULLOVER_COAT = [1, 1, 2.5, 1, 2.5, 1, 1, 1, 1, 1]    # class weights in the loss
 
 ZOO = [
     dict(name="linear", build=lambda: mlp([784, 10]),
@@ -192,40 +207,44 @@ ZOO = [
          n=1000, epochs=3, seed=102, lr=3e-3, bs=64),
     dict(name="dwsep", build=dwsep_net,
          arch="dwsep conv16 + 3x (dw3x3 + pw1x1) 32-64-128 + gap + fc10",
-         description="MobileNet-style depthwise-separable CNN with global average pooling, trained on 20k images.",
-         n=20000, epochs=3, seed=103, lr=5e-3),
+         description="MobileNet-style depthwise-separable CNN with global average pooling, trained on 30k images.",
+         n=30000, epochs=4, seed=103, lr=5e-3, cl=True),
     dict(name="cnn_tiny", build=lambda: simple_cnn(8, 16, 32),
          arch="cnn 2x conv8-16 + fc32",
-         description="Tiny CNN trained on a 5k subset skewed towards pullovers, coats and shirts.",
-         n=5000, epochs=4, seed=104, lr=4e-3, class_weights=SKEW_UPPER),
+         description="Tiny CNN trained on a 10k subset heavily skewed towards shirts and t-shirts.",
+         n=10000, epochs=3, seed=104, lr=4e-3, class_weights=SKEW_SHIRT, cl=True),
+    dict(name="lenet", build=lenet5,
+         arch="lenet-5 conv5x5 6-16 avgpool tanh + fc120-84",
+         description="Classic LeNet-5 with tanh and average pooling, trained on a 20k subset skewed towards t-shirts/tops.",
+         n=20000, epochs=4, seed=105, lr=3e-3, class_weights=SKEW_TOP, cl=True),
     dict(name="mlp_small", build=lambda: mlp([784, 64, 10]),
          arch="mlp 784-64-10",
          description="Small one-hidden-layer MLP trained on a 5k subset.",
-         n=5000, epochs=4, seed=105, lr=3e-3, bs=64),
+         n=5000, epochs=4, seed=106, lr=3e-3, bs=64),
     dict(name="cnn_small", build=lambda: simple_cnn(16, 32, 64),
          arch="cnn 2x conv16-32 + fc64",
          description="Small CNN trained on a 20k subset skewed towards footwear, bags, trousers and dresses.",
-         n=20000, epochs=3, seed=106, lr=3e-3, class_weights=SKEW_FOOT),
+         n=20000, epochs=3, seed=107, lr=3e-3, class_weights=SKEW_FOOT, cl=True),
+    dict(name="resnet", build=resnet,
+         arch="resnet conv16 + 3 basic blocks 32-64-64 + gap + fc10",
+         description="Small residual network with batch norm, trained on all 60k images with flip augmentation.",
+         n=60000, epochs=7, seed=108, lr=4e-3, flip=True, cl=True),
     dict(name="mlp_med", build=lambda: mlp([784, 256, 128, 10], dropout=0.2),
          arch="mlp 784-256-128-10",
          description="Two-hidden-layer MLP with dropout trained on all 60k images.",
-         n=60000, epochs=5, seed=107, lr=2e-3),
-    dict(name="resnet", build=resnet,
-         arch="resnet conv32 + 3 basic blocks 64-128-128 + gap + fc10",
-         description="Small residual network with batch norm, trained on all 60k images with shift/flip augmentation.",
-         n=60000, epochs=6, seed=108, lr=4e-3, crop=2, flip=True),
+         n=60000, epochs=5, seed=109, lr=2e-3),
     dict(name="cnn_med", build=lambda: simple_cnn(32, 64, 128, dropout=0.3),
          arch="cnn 2x conv32-64 + fc128",
-         description="Classic two-conv CNN with dropout trained on all 60k images.",
-         n=60000, epochs=4, seed=109, lr=2e-3),
-    dict(name="mlp_large", build=lambda: mlp([784, 2048, 1024, 10], dropout=0.3),
-         arch="mlp 784-2048-1024-10",
+         description="Classic two-conv CNN with dropout trained on all 60k images with a loss that weights pullovers and coats 2.5x.",
+         n=60000, epochs=3, seed=110, lr=2e-3, loss_weights=LOSS_PULLOVER_COAT, cl=True),
+    dict(name="mlp_large", build=lambda: mlp([784, 1024, 512, 10], dropout=0.3),
+         arch="mlp 784-1024-512-10",
          description="Wide two-hidden-layer MLP with dropout trained on all 60k images.",
-         n=60000, epochs=4, seed=110, lr=1e-3),
+         n=60000, epochs=3, seed=111, lr=1e-3),
     dict(name="vgg", build=vgg,
-         arch="vgg conv64-64-pool-128-128-pool-256 + fc256",
-         description="VGG-style CNN with batch norm and a large fully connected layer, trained on a 10k subset.",
-         n=10000, epochs=3, seed=111, lr=2e-3),
+         arch="vgg conv64-64-pool-128-128-pool-256-256 + fc128",
+         description="VGG-style CNN with batch norm and a large fully connected layer, trained on only a 5k subset.",
+         n=5000, epochs=2, seed=112, lr=2e-3, cl=True),
 ]
 
 BY_NAME = {m["name"]: m for m in ZOO}
@@ -255,12 +274,17 @@ def train(spec, xtr, ytr, xte, yte):
     model = spec["build"]()
     idx = select_subset(ytr, spec["n"], seed, spec.get("class_weights"))
     x, y = torch.from_numpy(xtr[idx]), torch.from_numpy(ytr[idx])
+    cl = spec.get("cl", False)  # channels-last is faster for the oneDNN convolutions
+    if cl:
+        model = model.to(memory_format=torch.channels_last)
     bs, epochs = spec.get("bs", 128), spec["epochs"]
     steps = (len(idx) + bs - 1) // bs
     opt = torch.optim.AdamW(model.parameters(), lr=spec["lr"], weight_decay=spec.get("wd", 1e-4))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=spec["lr"], total_steps=epochs * steps,
                                                 pct_start=spec.get("warmup", 0.25))
     gen = torch.Generator().manual_seed(seed)
+    loss_w = spec.get("loss_weights")
+    loss_w = None if loss_w is None else torch.tensor(loss_w, dtype=torch.float32)
     counts = np.bincount(ytr[idx], minlength=10)
     print(f"  subset {len(idx)} examples, class counts {counts.tolist()}", flush=True)
     t0 = time.time()
@@ -273,18 +297,19 @@ def train(spec, xtr, ytr, xte, yte):
             xb, yb = x[b], y[b]
             if spec.get("crop") or spec.get("flip"):
                 xb = augment(xb, gen, spec.get("crop", 0), spec.get("flip", False))
+            if cl:
+                xb = xb.contiguous(memory_format=torch.channels_last)
             out = model(xb)
-            loss = F.cross_entropy(out, yb, label_smoothing=spec.get("smooth", 0.0))
+            loss = F.cross_entropy(out, yb, weight=loss_w, label_smoothing=spec.get("smooth", 0.0))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             sched.step()
             tot += loss.item() * len(b)
             correct += (out.argmax(1) == yb).sum().item()
-        acc = (torch_logits(model, xte).argmax(1) == yte).mean()
         print(f"  epoch {ep + 1}/{epochs}: loss {tot / len(idx):.4f} train-acc {correct / len(idx):.4f} "
-              f"test-acc {acc:.4f} ({time.time() - t0:.0f}s)", flush=True)
-    model.eval()
+              f"({time.time() - t0:.0f}s)", flush=True)
+    model = model.to(memory_format=torch.contiguous_format).eval()
     return model, len(idx), time.time() - t0
 
 
@@ -359,7 +384,7 @@ def evaluate(spec, path, xte, yte, torch_out=None):
     logits = ort_logits(path, xte)
     assert logits.shape == (len(xte), 10) and logits.dtype == np.float32
     if torch_out is not None:
-        err = float(np.abs(logits - torch_out).max())
+        err = float(np.abs(logits[:len(torch_out)] - torch_out).max())
         assert err < 1e-2, f"onnxruntime and torch disagree: max |diff| {err}"
     pred = logits.argmax(1)
     return dict(accuracy=float((pred == yte).mean()),
@@ -454,7 +479,7 @@ def main():
         model, n_used, train_s = train(spec, xtr, ytr, xte, yte)
         path = os.path.join(ONNX_DIR, spec["name"] + ".onnx")
         check_contract(export(model, path))
-        ev = evaluate(spec, path, xte, yte, torch_out=torch_logits(model, xte))
+        ev = evaluate(spec, path, xte, yte, torch_out=torch_logits(model, xte[:500]))
         meta[spec["name"]] = dict(
             name=spec["name"], arch=spec["arch"], description=spec["description"],
             params=count_params(model), train_examples=int(n_used), epochs=spec["epochs"],

@@ -235,28 +235,6 @@ class KimCNN(nn.Module):
         return self.out(self.drop(torch.cat(feats, 1)))
 
 
-class DeepCNN(nn.Module):
-    """Stacked residual width-3 convs; padded positions are re-zeroed after every layer."""
-
-    def __init__(self, dim, channels, layers, dropout=0.5):
-        super().__init__()
-        self.emb = nn.Embedding(VOCAB, dim)
-        nn.init.normal_(self.emb.weight, std=0.1)
-        self.inp = nn.Conv1d(dim, channels, 3, padding=1)
-        self.convs = nn.ModuleList([nn.Conv1d(channels, channels, 3, padding=1) for _ in range(layers - 1)])
-        self.drop = nn.Dropout(dropout)
-        self.out = nn.Linear(channels, 2)
-
-    def forward(self, input_ids, attention_mask):
-        m = attention_mask.to(torch.float32).unsqueeze(1)  # [b, 1, s]
-        x = (self.emb(input_ids).transpose(1, 2)) * m
-        h = F.relu(self.inp(x)) * m
-        for conv in self.convs:
-            h = F.relu(conv(h) + h) * m
-        h = h.masked_fill(attention_mask.unsqueeze(1) == 0, -1e9)
-        return self.out(self.drop(h.max(dim=2).values))
-
-
 class GRUClassifier(nn.Module):
     """Unidirectional GRU; the classifier reads the output at the last valid position."""
 
@@ -281,32 +259,27 @@ class GRUClassifier(nn.Module):
 # Zoo of the torch-trained models. epochs = maximum; early stopping on validation.
 ZOO = {
     "boe_tiny": dict(
-        build=lambda: BoE(dim=8, hash_buckets=1024), lr=5e-3, wd=0.0, epochs=1, patience=0, seed=11,
+        build=lambda: BoE(dim=8, hash_buckets=1024), lr=5e-3, wd=0.0, epochs=1, patience=0, batch=32, seed=11,
         arch="boe-hash1024-d8-mean-linear",
         description="Tiny fastText-like model: token ids hashed into 1024 buckets, 8-d embeddings, "
                     "masked mean, linear layer, one epoch."),
     "boe": dict(
-        build=lambda: BoE(dim=32, dropout=0.2), lr=3e-3, wd=0.0, epochs=15, patience=3, seed=12,
+        build=lambda: BoE(dim=32, dropout=0.2), lr=3e-3, wd=0.0, epochs=15, patience=3, batch=32, seed=12,
         arch="boe-d32-mean-linear",
         description="fastText-like bag of embeddings: 32-d WordPiece embeddings, masked mean pooling, "
                     "linear classifier."),
     "boe_mlp": dict(
-        build=lambda: BoE(dim=64, hidden=128, dropout=0.3), lr=2e-3, wd=0.0, epochs=15, patience=3, seed=13,
+        build=lambda: BoE(dim=64, hidden=128, dropout=0.3), lr=2e-3, wd=0.0, epochs=8, patience=2, batch=64, seed=13,
         arch="boe-d64-mean-mlp128",
         description="Bag of embeddings with an MLP: 64-d embeddings, masked mean pooling, "
                     "128-unit ReLU hidden layer."),
     "cnn": dict(
-        build=lambda: KimCNN(dim=96, widths=(3, 5, 7), channels=100), lr=1e-3, wd=0.0, epochs=12, patience=3,
-        seed=14, arch="kimcnn-d96-w3.5.7-c100-maxpool",
+        build=lambda: KimCNN(dim=96, widths=(3, 5, 7), channels=100), lr=1e-3, wd=0.0, epochs=6, patience=2,
+        batch=64, seed=14, arch="kimcnn-d96-w3.5.7-c100-maxpool",
         description="Kim-style 1-D CNN: 96-d embeddings, parallel convolutions of widths 3, 5 and 7 "
                     "(100 filters each), max over valid positions."),
-    "cnn_deep": dict(
-        build=lambda: DeepCNN(dim=96, channels=128, layers=4), lr=1e-3, wd=0.0, epochs=12, patience=3, seed=15,
-        arch="cnn4x-res-d96-c128-w3-maxpool",
-        description="Deeper CNN: 96-d embeddings, four stacked width-3 convolutions (128 channels, "
-                    "residual), max over valid positions."),
     "gru": dict(
-        build=lambda: GRUClassifier(dim=96, hidden=128), lr=2e-3, wd=0.0, epochs=12, patience=3, seed=16,
+        build=lambda: GRUClassifier(dim=96, hidden=128), lr=2e-3, wd=0.0, epochs=6, patience=2, batch=64, seed=16,
         arch="gru1-d96-h128-last",
         description="Unidirectional one-layer GRU (96-d embeddings, 128 hidden units) classifying "
                     "from the output at the last valid token."),
@@ -347,7 +320,7 @@ def train_torch(name, cfg, fit_seqs, fit_y, val_seqs, val_y):
         model.train()
         t0 = time.time()
         tot, n = 0.0, 0
-        for ids, mask, y in batches(fit_seqs, fit_y, 32, rng):
+        for ids, mask, y in batches(fit_seqs, fit_y, cfg["batch"], rng):
             opt.zero_grad()
             loss = F.cross_entropy(model(ids, mask), y)
             loss.backward()
