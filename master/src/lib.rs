@@ -1,4 +1,7 @@
 //! The Cocktail-rs master (issue 4 and later): model selection, voting, dispatch and
-//! resource control. It starts with the ensemble-accuracy estimate that selection uses.
+//! resource control. The policies here are pure: the live master and the simulator call
+//! the same code with measurements passed in.
 
 pub mod estimate;
+pub mod selection;
+pub mod voting;

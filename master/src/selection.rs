@@ -1,0 +1,381 @@
+//! Model selection (Cocktail §4.1, Algorithm 1).
+//!
+//! - O1 ([`initial`]): the candidates are the models whose profiled latency is within the
+//!   target plus a margin. If one candidate alone meets the accuracy target it is served
+//!   alone. Otherwise candidates join most-accurate-first until the exact
+//!   Poisson-binomial majority accuracy ([`crate::estimate::majority_accuracy`]) reaches
+//!   the target. If none does, the prefix with the best estimate is used.
+//! - O2 ([`adjust`]): every interval, with the window's labelled outcomes: when window
+//!   accuracy is at least the target plus a margin and the mode of the winning vote count
+//!   exceeds ⌊N/2⌋+1, prune to ⌊N/2⌋+1 members, dropping those least accurate in the window
+//!   (tie: lowest packing factor). When window accuracy is below the target, add the
+//!   unused candidate with the best accuracy.
+
+use crate::estimate::majority_accuracy;
+
+/// What selection knows about a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub latency_ms: f64,
+    pub accuracy: f64,
+    pub packing_factor: u32,
+}
+
+/// The user's primary objective (Cocktail §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Objective {
+    /// Prefer more accurate models.
+    #[default]
+    Accuracy,
+    /// Prefer fewer and faster models.
+    Latency,
+}
+
+/// A request's constraints.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Constraint {
+    pub latency_ms: f64,
+    pub accuracy: f64,
+    pub objective: Objective,
+}
+
+/// Tunables of the policy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SelectionConfig {
+    /// Added to the latency target when choosing candidates (DESIGN.md: 5 ms).
+    pub latency_margin_ms: f64,
+    /// Window accuracy must beat the target by this much before pruning (0.2 %).
+    pub accuracy_margin: f64,
+}
+
+impl Default for SelectionConfig {
+    fn default() -> Self {
+        Self {
+            latency_margin_ms: 5.0,
+            accuracy_margin: 0.002,
+        }
+    }
+}
+
+/// Indices of the models that may serve the constraint.
+pub fn candidates(
+    models: &[Candidate],
+    constraint: &Constraint,
+    config: &SelectionConfig,
+) -> Vec<usize> {
+    (0..models.len())
+        .filter(|&i| models[i].latency_ms <= constraint.latency_ms + config.latency_margin_ms)
+        .collect()
+}
+
+/// O1: the initial ensemble (indices into `models`), empty when no model is fast enough.
+pub fn initial(
+    models: &[Candidate],
+    constraint: &Constraint,
+    config: &SelectionConfig,
+) -> Vec<usize> {
+    let mut pool = candidates(models, constraint, config);
+    let meets = |i: &usize| models[*i].accuracy >= constraint.accuracy;
+    let single = match constraint.objective {
+        Objective::Latency => pool
+            .iter()
+            .filter(|i| meets(i))
+            .min_by(|a, b| by_latency(models, **a, **b)),
+        Objective::Accuracy => pool
+            .iter()
+            .filter(|i| meets(i))
+            .min_by(|a, b| by_accuracy(models, **a, **b)),
+    };
+    if let Some(&one) = single {
+        return vec![one];
+    }
+    pool.sort_by(|a, b| by_accuracy(models, *a, *b));
+    let mut best: (f64, usize) = (f64::NEG_INFINITY, 0);
+    let mut accuracies = Vec::with_capacity(pool.len());
+    for (k, &i) in pool.iter().enumerate() {
+        accuracies.push(models[i].accuracy);
+        let estimate = majority_accuracy(&accuracies);
+        if estimate >= constraint.accuracy {
+            return pool[..=k].to_vec();
+        }
+        if estimate > best.0 {
+            best = (estimate, k + 1);
+        }
+    }
+    pool.truncate(best.1);
+    pool
+}
+
+/// Most accurate first; ties by lower latency, then index.
+fn by_accuracy(models: &[Candidate], a: usize, b: usize) -> std::cmp::Ordering {
+    models[b]
+        .accuracy
+        .total_cmp(&models[a].accuracy)
+        .then(models[a].latency_ms.total_cmp(&models[b].latency_ms))
+        .then(a.cmp(&b))
+}
+
+/// Fastest first; ties by higher accuracy, then index.
+fn by_latency(models: &[Candidate], a: usize, b: usize) -> std::cmp::Ordering {
+    models[a]
+        .latency_ms
+        .total_cmp(&models[b].latency_ms)
+        .then(models[b].accuracy.total_cmp(&models[a].accuracy))
+        .then(a.cmp(&b))
+}
+
+/// What one constraint's ensemble did during an interval, from labelled requests.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Window {
+    /// Labelled requests and how many the ensemble got right.
+    pub labelled: usize,
+    pub correct: usize,
+    /// Per member (same order as the members), how many labelled requests it got right.
+    pub member_correct: Vec<usize>,
+    /// How often each winning vote count occurred (index = votes for the winner).
+    pub winning_votes: Vec<usize>,
+}
+
+impl Window {
+    pub fn accuracy(&self) -> Option<f64> {
+        (self.labelled > 0).then(|| self.correct as f64 / self.labelled as f64)
+    }
+
+    /// The most frequent winning vote count (largest on ties).
+    pub fn winning_votes_mode(&self) -> Option<usize> {
+        let (votes, count) = self
+            .winning_votes
+            .iter()
+            .enumerate()
+            .max_by_key(|&(v, c)| (*c, v))?;
+        (*count > 0).then_some(votes)
+    }
+}
+
+/// O2's decision for one interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Adjustment {
+    Keep,
+    /// The new member list after dropping the least accurate.
+    Prune(Vec<usize>),
+    /// Add this candidate.
+    Add(usize),
+}
+
+/// O2: adjusts `members` (indices into `models`) from the window. `pool` holds the
+/// constraint's candidates.
+pub fn adjust(
+    models: &[Candidate],
+    members: &[usize],
+    pool: &[usize],
+    window: &Window,
+    target: f64,
+    config: &SelectionConfig,
+) -> Adjustment {
+    let Some(accuracy) = window.accuracy() else {
+        return Adjustment::Keep;
+    };
+    let needed = members.len() / 2 + 1;
+    if accuracy >= target + config.accuracy_margin {
+        let mode = window.winning_votes_mode().unwrap_or(0);
+        if members.len() > 1 && mode > needed {
+            let mut ranked: Vec<(usize, usize)> = members
+                .iter()
+                .enumerate()
+                .map(|(slot, &m)| (m, window.member_correct.get(slot).copied().unwrap_or(0)))
+                .collect();
+            // Keep the most accurate in the window; among equals keep the higher Pf.
+            ranked.sort_by(|a, b| {
+                b.1.cmp(&a.1)
+                    .then(models[b.0].packing_factor.cmp(&models[a.0].packing_factor))
+                    .then(a.0.cmp(&b.0))
+            });
+            return Adjustment::Prune(ranked.into_iter().take(needed).map(|(m, _)| m).collect());
+        }
+        return Adjustment::Keep;
+    }
+    if accuracy < target {
+        let unused = pool
+            .iter()
+            .filter(|i| !members.contains(i))
+            .min_by(|a, b| by_accuracy(models, **a, **b));
+        if let Some(&add) = unused {
+            return Adjustment::Add(add);
+        }
+    }
+    Adjustment::Keep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(latency_ms: f64, accuracy: f64, packing_factor: u32) -> Candidate {
+        Candidate {
+            latency_ms,
+            accuracy,
+            packing_factor,
+        }
+    }
+
+    fn zoo() -> Vec<Candidate> {
+        vec![
+            model(1.0, 0.80, 8),  // 0
+            model(2.0, 0.85, 6),  // 1
+            model(3.0, 0.86, 4),  // 2
+            model(4.0, 0.87, 2),  // 3
+            model(50.0, 0.95, 1), // 4: too slow for tight targets
+        ]
+    }
+
+    fn constraint(latency_ms: f64, accuracy: f64, objective: Objective) -> Constraint {
+        Constraint {
+            latency_ms,
+            accuracy,
+            objective,
+        }
+    }
+
+    const NO_MARGIN: SelectionConfig = SelectionConfig {
+        latency_margin_ms: 0.0,
+        accuracy_margin: 0.002,
+    };
+
+    #[test]
+    fn single_model_when_one_suffices() {
+        let models = zoo();
+        // Latency objective: the fastest model that meets the accuracy.
+        assert_eq!(
+            initial(
+                &models,
+                &constraint(10.0, 0.84, Objective::Latency),
+                &NO_MARGIN
+            ),
+            [1]
+        );
+        // Accuracy objective: the most accurate one within the latency.
+        assert_eq!(
+            initial(
+                &models,
+                &constraint(10.0, 0.84, Objective::Accuracy),
+                &NO_MARGIN
+            ),
+            [3]
+        );
+        assert_eq!(
+            initial(
+                &models,
+                &constraint(60.0, 0.9, Objective::Accuracy),
+                &NO_MARGIN
+            ),
+            [4]
+        );
+    }
+
+    #[test]
+    fn ensemble_grows_until_the_estimate_meets_the_target() {
+        let models = zoo();
+        let picked = initial(
+            &models,
+            &constraint(10.0, 0.9, Objective::Accuracy),
+            &NO_MARGIN,
+        );
+        let estimate = majority_accuracy(&[0.87, 0.86, 0.85]);
+        assert!(estimate >= 0.9, "{estimate}");
+        assert_eq!(picked, [3, 2, 1]);
+        // Unreachable: the prefix with the best estimate.
+        let best = initial(
+            &models,
+            &constraint(10.0, 0.99, Objective::Accuracy),
+            &NO_MARGIN,
+        );
+        assert_eq!(best, [3, 2, 1]);
+        assert!(
+            initial(
+                &models,
+                &constraint(0.5, 0.8, Objective::Accuracy),
+                &NO_MARGIN
+            )
+            .is_empty()
+        );
+        // The default margin widens the candidates by 5 ms.
+        assert_eq!(
+            candidates(
+                &models,
+                &constraint(0.5, 0.8, Objective::Accuracy),
+                &SelectionConfig::default()
+            ),
+            [0, 1, 2, 3]
+        );
+    }
+
+    #[test]
+    fn o2_prunes_to_a_bare_majority_dropping_the_least_accurate() {
+        let models = zoo();
+        let members = [3, 2, 1, 0, 4];
+        let window = Window {
+            labelled: 100,
+            correct: 95,
+            member_correct: vec![90, 88, 85, 85, 93],
+            winning_votes: vec![0, 0, 0, 5, 10, 85],
+        };
+        // Model 1 and 0 tie at 85; model 1 has the lower Pf (6 < 8), so it goes.
+        let adjusted = adjust(
+            &models,
+            &members,
+            &[0, 1, 2, 3, 4],
+            &window,
+            0.9,
+            &NO_MARGIN,
+        );
+        assert_eq!(adjusted, Adjustment::Prune(vec![4, 3, 2]));
+        // Accuracy without the margin's headroom: keep.
+        let tight = Window {
+            correct: 90,
+            ..window.clone()
+        };
+        assert_eq!(
+            adjust(&models, &members, &[0, 1, 2, 3, 4], &tight, 0.9, &NO_MARGIN),
+            Adjustment::Keep
+        );
+        // Votes are not lopsided enough: keep.
+        let close = Window {
+            winning_votes: vec![0, 0, 0, 90, 10],
+            ..window
+        };
+        assert_eq!(
+            adjust(&models, &members, &[0, 1, 2, 3, 4], &close, 0.9, &NO_MARGIN),
+            Adjustment::Keep
+        );
+    }
+
+    #[test]
+    fn o2_adds_the_best_unused_candidate_when_accuracy_drops() {
+        let models = zoo();
+        let window = Window {
+            labelled: 50,
+            correct: 40,
+            member_correct: vec![40],
+            winning_votes: vec![0, 50],
+        };
+        assert_eq!(
+            adjust(&models, &[1], &[0, 1, 2, 3], &window, 0.9, &NO_MARGIN),
+            Adjustment::Add(3)
+        );
+        assert_eq!(
+            adjust(
+                &models,
+                &[0, 1, 2, 3],
+                &[0, 1, 2, 3],
+                &window,
+                0.9,
+                &NO_MARGIN
+            ),
+            Adjustment::Keep
+        );
+        assert_eq!(
+            adjust(&models, &[1], &[0, 1], &Window::default(), 0.9, &NO_MARGIN),
+            Adjustment::Keep
+        );
+    }
+}

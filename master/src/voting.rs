@@ -1,0 +1,246 @@
+//! Combining ensemble members' answers (Cocktail §4.1.1, Algorithm 1 WEIGHTED_VOTING).
+//!
+//! - `Weighted` (Cocktail): each member adds its runtime accuracy *on the class it
+//!   predicted* to that class's score, so a class backed by models that are reliable on
+//!   it can beat a class with more, less reliable votes.
+//! - `Majority`: one vote per member.
+//! - `Average` (Clipper): the mean of the members' probability vectors.
+//!
+//! Ties are broken deterministically: higher score, then the larger total weight of the
+//! class's voters, then the most accurate voter, then the lowest class id.
+
+/// How to combine members' answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scheme {
+    #[default]
+    Weighted,
+    Majority,
+    Average,
+}
+
+/// One member's answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Ballot<'a> {
+    /// Index of the model in the weight table.
+    pub model: usize,
+    pub class: usize,
+    /// The member's probabilities over all classes (used by `Average`).
+    pub probabilities: &'a [f32],
+}
+
+/// The result of a vote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub class: usize,
+    /// Score per class under the scheme used.
+    pub scores: Vec<f64>,
+    /// How many members voted for the winning class (O2 tracks its mode).
+    pub winning_votes: usize,
+}
+
+/// Runtime per-class correctness of each model: `W[model][class]`, the share of items of
+/// `class` the model got right. Seeded from the manifest's per-class accuracy as `prior`
+/// pseudo-observations, then updated from real or pseudo labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassWeights {
+    correct: Vec<Vec<f64>>,
+    seen: Vec<Vec<f64>>,
+}
+
+impl ClassWeights {
+    /// `class_accuracy[model][class]` from the manifest, weighted as `prior` observations.
+    pub fn seeded(class_accuracy: &[Vec<f64>], prior: f64) -> Self {
+        Self {
+            correct: class_accuracy
+                .iter()
+                .map(|row| row.iter().map(|a| a * prior).collect())
+                .collect(),
+            seen: class_accuracy
+                .iter()
+                .map(|row| vec![prior; row.len()])
+                .collect(),
+        }
+    }
+
+    /// W[model][class]; 0 for unknown models or classes.
+    pub fn weight(&self, model: usize, class: usize) -> f64 {
+        let correct = self
+            .correct
+            .get(model)
+            .and_then(|r| r.get(class))
+            .copied()
+            .unwrap_or(0.0);
+        let seen = self
+            .seen
+            .get(model)
+            .and_then(|r| r.get(class))
+            .copied()
+            .unwrap_or(0.0);
+        if seen > 0.0 { correct / seen } else { 0.0 }
+    }
+
+    /// Records that `model` answered `predicted` on an item whose label is `label`.
+    pub fn record(&mut self, model: usize, label: usize, predicted: usize) {
+        if let (Some(seen), Some(correct)) = (
+            self.seen.get_mut(model).and_then(|r| r.get_mut(label)),
+            self.correct.get_mut(model).and_then(|r| r.get_mut(label)),
+        ) {
+            *seen += 1.0;
+            if predicted == label {
+                *correct += 1.0;
+            }
+        }
+    }
+}
+
+/// Combines ballots into one answer. `accuracy[model]` is each model's overall accuracy
+/// (the last tie-break). Returns `None` when there is no ballot.
+pub fn vote(
+    scheme: Scheme,
+    ballots: &[Ballot<'_>],
+    weights: &ClassWeights,
+    accuracy: &[f64],
+    classes: usize,
+) -> Option<Outcome> {
+    if ballots.is_empty() || classes == 0 {
+        return None;
+    }
+    let mut scores = vec![0.0_f64; classes];
+    let mut counts = vec![0_usize; classes];
+    let mut total_weight = vec![0.0_f64; classes];
+    let mut best_voter = vec![f64::NEG_INFINITY; classes];
+    for b in ballots {
+        let Some(count) = counts.get_mut(b.class) else {
+            continue;
+        };
+        *count += 1;
+        let w = weights.weight(b.model, b.class);
+        total_weight[b.class] += w;
+        let acc = accuracy.get(b.model).copied().unwrap_or(0.0);
+        best_voter[b.class] = best_voter[b.class].max(acc);
+        match scheme {
+            Scheme::Weighted => scores[b.class] += w,
+            Scheme::Majority => scores[b.class] += 1.0,
+            Scheme::Average => {
+                for (s, &p) in scores.iter_mut().zip(b.probabilities) {
+                    *s += f64::from(p) / ballots.len() as f64;
+                }
+            }
+        }
+    }
+    // Exact float ties are what tie-breaking is for; scores are sums of the same weights.
+    let key = |c: usize| (scores[c], total_weight[c], best_voter[c]);
+    let class = (0..classes).fold(0, |best, c| {
+        let (a, b) = (key(c), key(best));
+        let better = a.0 > b.0 || (a.0 == b.0 && (a.1 > b.1 || (a.1 == b.1 && a.2 > b.2)));
+        if better { c } else { best }
+    });
+    Some(Outcome {
+        class,
+        winning_votes: counts[class],
+        scores,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: &[f32] = &[];
+
+    fn ballot(model: usize, class: usize) -> Ballot<'static> {
+        Ballot {
+            model,
+            class,
+            probabilities: P,
+        }
+    }
+
+    #[test]
+    fn weighted_lets_reliable_minority_win() {
+        // Models 0 and 1 are poor on class 1; model 2 is excellent on class 2.
+        let weights = ClassWeights::seeded(
+            &[
+                vec![0.9, 0.3, 0.5],
+                vec![0.9, 0.3, 0.5],
+                vec![0.5, 0.5, 0.95],
+            ],
+            100.0,
+        );
+        let ballots = [ballot(0, 1), ballot(1, 1), ballot(2, 2)];
+        let accuracy = [0.8, 0.8, 0.8];
+        let weighted = vote(Scheme::Weighted, &ballots, &weights, &accuracy, 3).unwrap();
+        assert_eq!(weighted.class, 2, "0.95 beats 0.3 + 0.3");
+        assert_eq!(weighted.winning_votes, 1);
+        let majority = vote(Scheme::Majority, &ballots, &weights, &accuracy, 3).unwrap();
+        assert_eq!((majority.class, majority.winning_votes), (1, 2));
+    }
+
+    #[test]
+    fn ties_break_by_weight_then_accuracy_then_class_id() {
+        let weights = ClassWeights::seeded(&[vec![0.6, 0.6], vec![0.6, 0.6]], 10.0);
+        // Majority tie 1-1, equal weights: the more accurate voter's class wins.
+        let ballots = [ballot(0, 0), ballot(1, 1)];
+        assert_eq!(
+            vote(Scheme::Majority, &ballots, &weights, &[0.7, 0.9], 2)
+                .unwrap()
+                .class,
+            1
+        );
+        // Everything equal: the lowest class id.
+        assert_eq!(
+            vote(Scheme::Majority, &ballots, &weights, &[0.8, 0.8], 2)
+                .unwrap()
+                .class,
+            0
+        );
+        // Majority tie broken by the voters' total weight.
+        let uneven = ClassWeights::seeded(&[vec![0.5, 0.5], vec![0.9, 0.9]], 10.0);
+        assert_eq!(
+            vote(Scheme::Majority, &ballots, &uneven, &[0.9, 0.1], 2)
+                .unwrap()
+                .class,
+            1
+        );
+    }
+
+    #[test]
+    fn average_is_clipper_style() {
+        let weights = ClassWeights::seeded(&[vec![0.5, 0.5], vec![0.5, 0.5]], 1.0);
+        let (a, b) = ([0.9_f32, 0.1], [0.4_f32, 0.6]);
+        let ballots = [
+            Ballot {
+                model: 0,
+                class: 0,
+                probabilities: &a,
+            },
+            Ballot {
+                model: 1,
+                class: 1,
+                probabilities: &b,
+            },
+        ];
+        let outcome = vote(Scheme::Average, &ballots, &weights, &[0.5, 0.5], 2).unwrap();
+        assert_eq!(outcome.class, 0);
+        assert!((outcome.scores[0] - 0.65).abs() < 1e-6);
+    }
+
+    #[test]
+    fn weights_learn_from_labels() {
+        let mut weights = ClassWeights::seeded(&[vec![0.5, 0.5]], 2.0);
+        assert_eq!(weights.weight(0, 1), 0.5);
+        for _ in 0..8 {
+            weights.record(0, 1, 1);
+        }
+        assert!(
+            (weights.weight(0, 1) - 0.9).abs() < 1e-12,
+            "(1 + 8) / (2 + 8)"
+        );
+        weights.record(0, 0, 1);
+        assert!((weights.weight(0, 0) - 1.0 / 3.0).abs() < 1e-12);
+        // Unknown models and classes are ignored, not a panic.
+        weights.record(5, 0, 0);
+        assert_eq!(weights.weight(5, 0), 0.0);
+        assert!(vote(Scheme::Weighted, &[], &weights, &[], 2).is_none());
+    }
+}
