@@ -10,6 +10,7 @@
 )]
 
 use cocktail_common::{Input, Predictions, TestSet, Zoo};
+use cocktail_master::voting::{Ballot, ClassWeights, Scheme, vote};
 use cocktail_tests::zoo_manifest;
 use cocktail_worker::preprocess::Preprocessor;
 use cocktail_worker::{Backend, OnnxBackend};
@@ -136,6 +137,68 @@ fn every_task_has_a_varied_zoo() {
             );
         }
     }
+}
+
+/// What Cocktail exploits: under a latency bound that excludes the most accurate model,
+/// some three-model vote of the faster models beats the best of them (recorded answers,
+/// the master's own voting code).
+#[test]
+fn a_fast_ensemble_beats_the_best_fast_model() {
+    let zoo = Zoo::load(zoo_manifest()).unwrap();
+    let recorded =
+        Predictions::load(&zoo.resolve(&zoo.task("fashion").unwrap().predictions)).unwrap();
+    let latency =
+        |m: &cocktail_common::ModelEntry| m.profile.as_ref().unwrap().latency_us(1, 1).unwrap();
+    let models: Vec<_> = zoo.models_for("fashion").collect();
+    let best = models
+        .iter()
+        .max_by(|a, b| a.accuracy.total_cmp(&b.accuracy))
+        .unwrap();
+    let fast: Vec<_> = models
+        .iter()
+        .filter(|m| latency(m) < latency(best))
+        .collect();
+    let best_fast = fast.iter().map(|m| m.accuracy).fold(0.0, f64::max);
+    let columns: Vec<usize> = fast
+        .iter()
+        .map(|m| recorded.model_index(&m.name).unwrap())
+        .collect();
+    let accuracy: Vec<f64> = fast.iter().map(|m| m.accuracy).collect();
+    let weights = ClassWeights::seeded(
+        &fast
+            .iter()
+            .map(|m| m.class_accuracy.clone())
+            .collect::<Vec<_>>(),
+        1.0,
+    );
+    let mut best_vote = 0.0_f64;
+    for a in 0..fast.len() {
+        for b in a + 1..fast.len() {
+            for c in b + 1..fast.len() {
+                let right = (0..recorded.len())
+                    .filter(|&item| {
+                        let ballots: Vec<Ballot<'_>> = [a, b, c]
+                            .iter()
+                            .map(|&m| Ballot {
+                                model: m,
+                                class: usize::from(recorded.classes[columns[m]][item]),
+                                probabilities: &[],
+                            })
+                            .collect();
+                        let outcome =
+                            vote(Scheme::Majority, &ballots, &weights, &accuracy, 10).unwrap();
+                        outcome.class == usize::from(recorded.labels[item])
+                    })
+                    .count();
+                best_vote = best_vote.max(right as f64 / recorded.len() as f64);
+            }
+        }
+    }
+    println!("best fast single {best_fast:.4}, best fast 3-vote {best_vote:.4}");
+    assert!(
+        best_vote > best_fast + 0.002,
+        "3-vote {best_vote:.4} vs single {best_fast:.4}"
+    );
 }
 
 #[test]
