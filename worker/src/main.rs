@@ -91,6 +91,6 @@ fn run(args: Args) -> anyhow::Result<()> {
         "cocktail-worker serving `{}` on http://{address}",
         config.model
     );
-    actix_web::rt::System::new().block_on(worker.serve(listener, config.http_workers))?;
+    actix_web::rt::System::new().block_on(worker.serve(listener))?;
     Ok(())
 }

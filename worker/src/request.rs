@@ -321,13 +321,10 @@ fn numbers(data: &Value, expected: usize) -> Result<Vec<f64>, WorkerError> {
                 Ok(())
             }
             // One number past `expected` is enough to say the shape is wrong.
-            Value::Number(_) => {
-                out.push(f64::NAN);
-                Err(WorkerError::invalid(
-                    "data",
-                    format!("holds more than the {expected} numbers its shape says"),
-                ))
-            }
+            Value::Number(_) => Err(WorkerError::invalid(
+                "data",
+                format!("holds more than the {expected} numbers its shape says"),
+            )),
             _ => Err(WorkerError::invalid("data", "must hold only numbers")),
         }
     }

@@ -42,6 +42,7 @@ pub struct WorkerConfig {
 pub struct Worker {
     pub state: web::Data<AppState>,
     pub policy: BatchPolicy,
+    http_workers: usize,
 }
 
 impl Worker {
@@ -81,15 +82,16 @@ impl Worker {
         Ok(Self {
             state: web::Data::new(state),
             policy,
+            http_workers: config.http_workers.max(1),
         })
     }
 
     /// Serves on `listener` until SIGTERM or SIGINT, then drains.
-    pub async fn serve(self, listener: TcpListener, http_workers: usize) -> std::io::Result<()> {
+    pub async fn serve(self, listener: TcpListener) -> std::io::Result<()> {
         let state = self.state.clone();
         let server =
             HttpServer::new(move || App::new().app_data(state.clone()).configure(configure))
-                .workers(http_workers.max(1))
+                .workers(self.http_workers)
                 .disable_signals()
                 .shutdown_timeout(30)
                 .listen(listener)?
