@@ -483,3 +483,28 @@ async fn sigterm_drains_without_losing_accepted_requests() {
         .unwrap();
     assert!(status.success(), "exit status {status}");
 }
+
+/// Without ONNX Runtime the worker says how to get it, in one line, and exits 1.
+#[test]
+fn missing_onnx_runtime_is_one_line() {
+    let zoo = format!("{}/../models/zoo.toml", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cocktail-worker"))
+        .args([
+            "--zoo",
+            &zoo,
+            "--model",
+            "linear",
+            "--ort-lib",
+            "/nonexistent/libonnxruntime.so",
+        ])
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("ONNX Runtime library not found") && stderr.contains("scripts/setup.sh"),
+        "{stderr}"
+    );
+}
