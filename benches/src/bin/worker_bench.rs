@@ -69,10 +69,11 @@ async fn main() -> anyhow::Result<()> {
     let (mut child, url) = start_worker(&worker_binary, &model.name, args.threads).await?;
 
     let preprocessor = Preprocessor::for_model(&zoo, &model)?;
+    let policy = cocktail_common::batching::tune(model.profile.as_ref(), args.threads, None);
     let mut backend = OnnxBackend::load(&zoo, &model, args.threads, None)?;
     println!(
-        "model `{}` ({} params), {} intra-op thread(s), {} requests per level\n",
-        model.name, model.params, args.threads, args.requests
+        "model `{}` ({} params), {} intra-op thread(s), worker batches up to {} item(s), {} requests per level\n",
+        model.name, model.params, args.threads, policy.max_items, args.requests
     );
     println!(
         "| concurrency | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) |"
@@ -81,8 +82,9 @@ async fn main() -> anyhow::Result<()> {
     let client = reqwest::Client::new();
     let infer_url = format!("{url}/v2/models/{}/infer", model.name);
     for &concurrency in &args.concurrency {
-        // In-process: the batches the worker would form at this concurrency, back to back.
-        let batch_size = concurrency.min(32);
+        // In-process: the batches the worker forms at this concurrency (its tuned policy
+        // caps them), back to back, so the ratio measures HTTP and preprocessing alone.
+        let batch_size = concurrency.min(policy.max_items);
         let inputs = &test_set.items[..batch_size];
         let batch = preprocessor.batch(inputs)?;
         let mut in_process = Vec::new();

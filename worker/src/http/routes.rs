@@ -20,6 +20,9 @@ use crate::{WorkerError, metrics};
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
 
+/// Bodies up to this size are preprocessed on the async thread that received them.
+const INLINE_BODY_BYTES: usize = 64 * 1024;
+
 /// Everything the handlers share.
 #[derive(Debug)]
 pub struct AppState {
@@ -185,23 +188,31 @@ async fn infer_inner(
             });
         }
     };
+    let small_body = body.len() <= INLINE_BODY_BYTES;
     let raw_image = request
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("application/octet-stream") || ct.starts_with("image/"));
     let preprocessor = Arc::clone(&state.preprocessor);
-    // Decoding and tokenizing are CPU work; keep them off the async threads.
-    let (prepared, id) = web::block(move || -> Result<(Prepared, Option<String>), WorkerError> {
+    let parse = move || -> Result<(Prepared, Option<String>), WorkerError> {
         if raw_image {
             return Ok((prepare_raw_image(&body, &preprocessor)?, None));
         }
         let parsed: InferRequest =
             serde_json::from_slice(&body).map_err(|e| WorkerError::MalformedJson(e.to_string()))?;
         Ok((prepare(&parsed, &preprocessor)?, parsed.id))
-    })
-    .await
-    .map_err(|e| WorkerError::Ort(format!("preprocessing thread: {e}")))??;
+    };
+    // A small body (a thumbnail, a few sentences) parses in microseconds, less than a hop
+    // to the blocking pool costs; large images can take milliseconds to decode, so they
+    // leave the async threads.
+    let (prepared, id) = if small_body {
+        parse()?
+    } else {
+        web::block(parse)
+            .await
+            .map_err(|e| WorkerError::Ort(format!("preprocessing thread: {e}")))??
+    };
 
     let items = prepared.len();
     if items > state.capacity {
