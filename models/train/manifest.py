@@ -12,6 +12,7 @@ existing [models.profile] is kept while its sha256 is unchanged.
 
 import gzip
 import hashlib
+import importlib.util
 import json
 import shutil
 import tomllib
@@ -75,19 +76,46 @@ def sentiment_test():
     return [r[2] for r in rows], np.array([int(r[0]) for r in rows], dtype=np.int64)
 
 
+def training_module(name):
+    """Imports a training script (fashion.py, sentiment.py) without running it."""
+    spec = importlib.util.spec_from_file_location(name, MODELS / "train" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def write_samples(images, labels, texts, text_labels):
     png_dir = MODELS / "samples" / "fashion"
     png_dir.mkdir(parents=True, exist_ok=True)
+    pngs = []
     for cls, name in enumerate(FASHION_LABELS):
         i = int(np.flatnonzero(labels == cls)[0])
         slug = name.lower().replace("/", "-").replace(" ", "-")
-        Image.fromarray(images[i], mode="L").save(png_dir / f"{i:04d}_{slug}.png")
+        path = png_dir / f"{i:04d}_{slug}.png"
+        Image.fromarray(images[i], mode="L").save(path)
+        pngs.append((i, path))
     picks = [i for i, t in enumerate(texts) if 30 <= len(t) <= 120]
     chosen = [i for i in picks if text_labels[i] == 1][:3] + [i for i in picks if text_labels[i] == 0][:3]
     with open(MODELS / "samples" / "sentiment.tsv", "w", encoding="utf-8") as f:
         f.write("label\ttext\n")
         for i in chosen:
             f.write(f"{SENTIMENT_LABELS[text_labels[i]]}\t{texts[i]}\n")
+    write_preprocessing_fixture(pngs, [texts[i] for i in chosen])
+
+
+def write_preprocessing_fixture(pngs, sentences):
+    """The tensors the training pipelines themselves make of the samples, so a Rust test
+    can prove that the worker's preprocessing is the same (`worker/tests/preprocess.rs`)."""
+    fashion = training_module("fashion")
+    test_images, _ = fashion.load_split("t10k")
+    sentiment = training_module("sentiment")
+    ids = sentiment.tokenize(sentiment.make_tokenizer(), sentences)
+    fixture = {
+        "fashion": [{"png": str(path.relative_to(MODELS)), "tensor": test_images[i].ravel().tolist()}
+                    for i, path in pngs],
+        "sentiment": [{"text": t, "input_ids": e.tolist()} for t, e in zip(sentences, ids)],
+    }
+    (MODELS / "samples" / "preprocessed.json").write_text(json.dumps(fixture), encoding="utf-8")
 
 
 def fashion_batches(images, batch=500):

@@ -1,5 +1,10 @@
 //! Starting the real `cocktail-worker` binary on port 0 for black-box tests.
 
+#![allow(
+    dead_code,
+    reason = "each test crate uses only some of the shared helpers"
+)]
+
 use std::path::PathBuf;
 use std::process::Stdio;
 

@@ -1,0 +1,71 @@
+//! Rust preprocessing makes the same tensors as the training pipelines on the README
+//! samples. `models/train/manifest.py` writes the fixture with the training scripts' own
+//! code (`fashion.load_split`, `sentiment.tokenize`).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "an integration test fails by panicking, with the value that was wrong"
+)]
+
+mod common;
+
+use cocktail_worker::Preprocessor;
+use cocktail_worker::preprocess::decode_image;
+use serde_json::Value;
+
+#[test]
+fn rust_preprocessing_equals_the_training_pipeline() {
+    let zoo = common::zoo();
+    let fixture: Value = serde_json::from_str(
+        &std::fs::read_to_string(zoo.resolve("samples/preprocessed.json")).unwrap(),
+    )
+    .unwrap();
+
+    let image_model = zoo.models_for("fashion").next().unwrap();
+    let Preprocessor::Image(images) = Preprocessor::for_model(&zoo, image_model).unwrap() else {
+        panic!("fashion models take images")
+    };
+    let samples = fixture["fashion"].as_array().unwrap();
+    assert_eq!(samples.len(), 10, "one sample per class");
+    for sample in samples {
+        let png = std::fs::read(zoo.resolve(sample["png"].as_str().unwrap())).unwrap();
+        let decoded = decode_image(&png).unwrap();
+        let tensor = images.tensor(&[&decoded]);
+        let expected: Vec<f32> = sample["tensor"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        assert_eq!(tensor.len(), expected.len());
+        let worst = tensor
+            .iter()
+            .zip(&expected)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0_f32, f32::max);
+        assert!(
+            worst <= 1e-6,
+            "{}: largest difference {worst}",
+            sample["png"]
+        );
+    }
+
+    let text_model = zoo.models_for("sentiment").next().unwrap();
+    let Preprocessor::Text(text) = Preprocessor::for_model(&zoo, text_model).unwrap() else {
+        panic!("sentiment models take text")
+    };
+    let samples = fixture["sentiment"].as_array().unwrap();
+    assert!(!samples.is_empty());
+    for sample in samples {
+        let ids = text.encode(sample["text"].as_str().unwrap()).unwrap();
+        let expected: Vec<i64> = sample["input_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect();
+        assert_eq!(ids, expected, "{}", sample["text"]);
+    }
+}
