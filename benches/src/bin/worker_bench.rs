@@ -76,9 +76,9 @@ async fn main() -> anyhow::Result<()> {
         model.name, model.params, args.threads, policy.max_items, args.requests
     );
     println!(
-        "| concurrency | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) |"
+        "| concurrency | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) | worker mean (µs) |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let client = reqwest::Client::new();
     let infer_url = format!("{url}/v2/models/{}/infer", model.name);
     for &concurrency in &args.concurrency {
@@ -99,12 +99,17 @@ async fn main() -> anyhow::Result<()> {
         let in_process_rps = served as f64 / started.elapsed().as_secs_f64();
         let in_process = Summary::of(&mut in_process);
 
+        let before = worker_time(&client, &url).await?;
         let (http_rps, mut latencies) =
             http_run(&client, &infer_url, &pngs, concurrency, args.requests).await?;
+        let after = worker_time(&client, &url).await?;
+        // Mean time a request spends inside the worker (handler start to response), so the
+        // overhead splits into the worker's share and the client's plus the network's.
+        let worker_mean = (after.0 - before.0) / (after.1 - before.1).max(1.0);
         let http = Summary::of(&mut latencies);
         let overhead = http.p50.saturating_sub(in_process.p50);
         println!(
-            "| {concurrency} | {in_process_rps:.0} | {http_rps:.0} | {:.2} | {} | {} | {} | {} |",
+            "| {concurrency} | {in_process_rps:.0} | {http_rps:.0} | {:.2} | {} | {} | {} | {} | {:.1} |",
             http_rps / in_process_rps,
             us(in_process.p50),
             us(http.p50),
@@ -113,11 +118,33 @@ async fn main() -> anyhow::Result<()> {
                 us(overhead)
             } else {
                 "-".into()
-            }
+            },
+            worker_mean * 1e6
         );
     }
     child.kill().await.ok();
     Ok(())
+}
+
+/// The worker's request-duration histogram: (sum of seconds, count), from `/metrics`.
+async fn worker_time(client: &reqwest::Client, url: &str) -> anyhow::Result<(f64, f64)> {
+    let text = client
+        .get(format!("{url}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let value = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Ok((
+        value("cocktail_worker_request_duration_seconds_sum"),
+        value("cocktail_worker_request_duration_seconds_count"),
+    ))
 }
 
 fn single_latency(m: &cocktail_common::ModelEntry) -> f64 {
