@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 from PIL import Image
-from tokenizers import Tokenizer
 
 MODELS = Path(__file__).resolve().parents[1]
 OUT = MODELS / "train" / "out"
@@ -30,9 +29,6 @@ FASHION_SRC = Path("/usr/share/datasets/fashion-mnist")
 FASHION_LABELS = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                   "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
 SENTIMENT_LABELS = ["negative", "positive"]
-# Normalisation the fashion training used: x = (pixel/255 - MEAN) / STD.
-FASHION_MEAN, FASHION_STD = 0.2860, 0.3530
-MAX_TOKENS = 128
 
 TASKS = {
     "fashion": {
@@ -118,24 +114,19 @@ def write_preprocessing_fixture(pngs, sentences):
     (MODELS / "samples" / "preprocessed.json").write_text(json.dumps(fixture), encoding="utf-8")
 
 
-def fashion_batches(images, batch=500):
-    x = (images.astype(np.float32) / 255.0 - FASHION_MEAN) / FASHION_STD
+def fashion_batches(batch=500):
+    """The test images exactly as training normalised them (fashion.load_split)."""
+    x, _ = training_module("fashion").load_split("t10k")
     for start in range(0, len(x), batch):
-        yield {"image": x[start:start + batch, None, :, :]}
+        yield {"image": x[start:start + batch]}
 
 
 def sentiment_batches(texts, batch=64):
-    tok = Tokenizer.from_file(str(MODELS / "sentiment" / "tokenizer.json"))
-    tok.no_padding()
-    tok.enable_truncation(max_length=MAX_TOKENS)
+    """The test sentences tokenised and padded by the training code itself."""
+    sentiment = training_module("sentiment")
+    tok = sentiment.make_tokenizer()
     for start in range(0, len(texts), batch):
-        enc = [e.ids for e in tok.encode_batch(texts[start:start + batch])]
-        seq = max(len(ids) for ids in enc)
-        input_ids = np.zeros((len(enc), seq), dtype=np.int64)
-        mask = np.zeros((len(enc), seq), dtype=np.int64)
-        for row, ids in enumerate(enc):
-            input_ids[row, :len(ids)] = ids
-            mask[row, :len(ids)] = 1
+        input_ids, mask = sentiment.pad(sentiment.tokenize(tok, texts[start:start + batch]))
         yield {"input_ids": input_ids, "attention_mask": mask}
 
 
@@ -224,13 +215,14 @@ def main():
     images, fashion_labels = fashion_test()
     texts, sentiment_labels = sentiment_test()
     write_samples(images, fashion_labels, texts, sentiment_labels)
+    fashion, sentiment = training_module("fashion"), training_module("sentiment")
     data = {
-        "fashion": (lambda: fashion_batches(images), fashion_labels,
+        "fashion": (fashion_batches, fashion_labels,
                     {"kind": "image", "width": 28, "height": 28, "scale": 1 / 255,
-                     "mean": FASHION_MEAN, "std": FASHION_STD}),
+                     "mean": fashion.MEAN, "std": fashion.STD}),
         "sentiment": (lambda: sentiment_batches(texts), sentiment_labels,
                       {"kind": "text", "tokenizer": "sentiment/tokenizer.json",
-                       "max_tokens": MAX_TOKENS}),
+                       "max_tokens": sentiment.MAX_LEN}),
     }
 
     entries = []
