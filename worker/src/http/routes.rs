@@ -20,8 +20,10 @@ use crate::{WorkerError, metrics};
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
 
-/// Bodies up to this size are preprocessed on the async thread that received them.
-const INLINE_BODY_BYTES: usize = 64 * 1024;
+/// Bodies up to this size are preprocessed on the async thread that received them: a
+/// base64 thumbnail or a few sentences. Deflate compresses at most about 1000:1, so such a
+/// body cannot hold more than a few million pixels, and decoding it blocks only briefly.
+const INLINE_BODY_BYTES: usize = 4 * 1024;
 
 /// Everything the handlers share.
 #[derive(Debug)]
@@ -203,9 +205,8 @@ async fn infer_inner(
             serde_json::from_slice(&body).map_err(|e| WorkerError::MalformedJson(e.to_string()))?;
         Ok((prepare(&parsed, &preprocessor)?, parsed.id))
     };
-    // A small body (a thumbnail, a few sentences) parses in microseconds, less than a hop
-    // to the blocking pool costs; large images can take milliseconds to decode, so they
-    // leave the async threads.
+    // A small body parses in microseconds, less than a hop to the blocking pool costs;
+    // larger images can take milliseconds to decode, so they leave the async threads.
     let (prepared, id) = if small_body {
         parse()?
     } else {
