@@ -7,18 +7,13 @@ use cocktail_common::oip::InferRequest;
 use cocktail_common::testset::GreyImage;
 use serde_json::Value;
 
-use crate::preprocess::{ImagePreprocessor, Preprocessor, TextPreprocessor, decode_image};
+use crate::preprocess::{
+    ImagePreprocessor, Preprocessor, TextPreprocessor, TokenRow, decode_image, pad,
+};
 use crate::{Batch, WorkerError};
 
 /// Most items one request may carry.
 pub const MAX_ITEMS: usize = 64;
-
-/// One item's token ids and attention mask (equal lengths).
-#[derive(Debug, Clone, PartialEq)]
-pub struct TokenRow {
-    pub ids: Vec<i64>,
-    pub mask: Vec<i64>,
-}
 
 /// A request's items, ready to join other requests' items in a batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,19 +76,7 @@ pub fn join(parts: &[&Prepared], pre: &Preprocessor) -> Result<Batch, WorkerErro
                 };
                 rows.extend(r);
             }
-            let seq = rows.iter().map(|r| r.ids.len()).max().unwrap_or(0);
-            let mut input_ids = ndarray::Array2::<i64>::zeros((rows.len(), seq));
-            let mut attention_mask = ndarray::Array2::<i64>::zeros((rows.len(), seq));
-            for (i, row) in rows.iter().enumerate() {
-                for (j, (&id, &m)) in row.ids.iter().zip(&row.mask).enumerate() {
-                    input_ids[[i, j]] = id;
-                    attention_mask[[i, j]] = m;
-                }
-            }
-            Ok(Batch::Tokens {
-                input_ids,
-                attention_mask,
-            })
+            Ok(pad(&rows))
         }
     }
 }
@@ -218,11 +201,7 @@ fn prepare_text(request: &InferRequest, pre: &TextPreprocessor) -> Result<Prepar
         let n = item_count(&input.shape, "shape")?;
         let rows = strings(&input.data, n)?
             .into_iter()
-            .map(|text| {
-                let ids = pre.encode(text)?;
-                let mask = vec![1; ids.len()];
-                Ok(TokenRow { ids, mask })
-            })
+            .map(|text| pre.row(text))
             .collect::<Result<Vec<_>, WorkerError>>()?;
         return Ok(Prepared::Tokens(rows));
     }

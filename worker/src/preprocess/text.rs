@@ -68,24 +68,43 @@ impl TextPreprocessor {
         Ok(encoding.get_ids().iter().map(|&id| i64::from(id)).collect())
     }
 
+    /// One text as a row of ids with its attention mask.
+    pub fn row(&self, text: &str) -> Result<TokenRow, WorkerError> {
+        let ids = self.encode(text)?;
+        let mask = vec![1; ids.len()];
+        Ok(TokenRow { ids, mask })
+    }
+
     /// Tokenizes the texts into one right-padded batch.
     pub fn batch(&self, texts: &[&str]) -> Result<Batch, WorkerError> {
-        let encoded = texts
+        let rows = texts
             .iter()
-            .map(|t| self.encode(t))
+            .map(|t| self.row(t))
             .collect::<Result<Vec<_>, _>>()?;
-        let seq = encoded.iter().map(Vec::len).max().unwrap_or(0);
-        let mut input_ids = Array2::<i64>::zeros((encoded.len(), seq));
-        let mut attention_mask = Array2::<i64>::zeros((encoded.len(), seq));
-        for (row, ids) in encoded.iter().enumerate() {
-            for (col, &id) in ids.iter().enumerate() {
-                input_ids[[row, col]] = id;
-                attention_mask[[row, col]] = 1;
-            }
+        Ok(pad(&rows.iter().collect::<Vec<_>>()))
+    }
+}
+
+/// One item's token ids and attention mask (equal lengths).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenRow {
+    pub ids: Vec<i64>,
+    pub mask: Vec<i64>,
+}
+
+/// Rows right-padded with id 0 and mask 0 to the longest, in order.
+pub fn pad(rows: &[&TokenRow]) -> Batch {
+    let seq = rows.iter().map(|r| r.ids.len()).max().unwrap_or(0);
+    let mut input_ids = Array2::<i64>::zeros((rows.len(), seq));
+    let mut attention_mask = Array2::<i64>::zeros((rows.len(), seq));
+    for (i, row) in rows.iter().enumerate() {
+        for (j, (&id, &m)) in row.ids.iter().zip(&row.mask).enumerate() {
+            input_ids[[i, j]] = id;
+            attention_mask[[i, j]] = m;
         }
-        Ok(Batch::Tokens {
-            input_ids,
-            attention_mask,
-        })
+    }
+    Batch::Tokens {
+        input_ids,
+        attention_mask,
     }
 }
