@@ -1,7 +1,23 @@
-//! The Cocktail-rs master (issue 4 and later): model selection, voting, dispatch and
-//! resource control. The policies here are pure: the live master and the simulator call
-//! the same code with measurements passed in.
+//! The Cocktail-rs master. Pure policies (`estimate`, `selection`, `voting`, `packing`)
+//! are shared with the simulator; the rest is the live request path.
 
+pub mod cache;
+pub mod config;
+pub mod dispatch;
+pub mod error;
 pub mod estimate;
+pub mod http;
+pub mod metrics;
+pub mod packing;
+pub mod registry;
+pub mod request;
 pub mod selection;
+pub mod server;
+pub mod service;
+pub mod state;
+pub mod tasks;
 pub mod voting;
+
+pub use config::{Interval, MasterConfig};
+pub use error::MasterError;
+pub use service::Master;

@@ -1,0 +1,64 @@
+//! The control plane between workers and the master: JSON bodies of
+//! `POST /v1/workers/{register,heartbeat,notice,deregister}` on the master.
+//!
+//! A worker registers when it is ready, then heartbeats every `heartbeat_ms`. The master
+//! forgets an instance that misses [`MISSED_HEARTBEATS`] heartbeats; a heartbeat for an
+//! instance the master does not know gets 404, and the worker registers again (the
+//! master restarted). A spot interruption notice or SIGTERM marks the instance draining:
+//! the master sends it no new work.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Heartbeats an instance may miss before the master drops it.
+pub const MISSED_HEARTBEATS: u32 = 3;
+
+/// `POST /v1/workers/register`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, ToSchema)]
+pub struct Registration {
+    /// Unique per worker process (default `MODEL@URL`).
+    pub id: String,
+    /// The zoo model it serves.
+    pub model: String,
+    /// Base URL the master reaches it at, e.g. `http://10.0.0.5:9000`.
+    pub url: String,
+    /// Requests it serves at once within the latency target (Cocktail §4.2.1).
+    pub packing_factor: u32,
+    /// Items it queues beyond those in service before answering 429.
+    pub queue_items: usize,
+    /// ONNX Runtime intra-op threads (the emulated instance size).
+    pub threads: usize,
+}
+
+/// The master's answer to a registration.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, ToSchema)]
+pub struct Registered {
+    /// How often the master expects heartbeats.
+    pub heartbeat_ms: u64,
+}
+
+/// `POST /v1/workers/heartbeat`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, ToSchema)]
+pub struct Heartbeat {
+    pub id: String,
+    /// Items in service or queued right now.
+    pub in_flight: usize,
+    pub draining: bool,
+}
+
+/// `POST /v1/workers/notice`: the instance will go away (spot interruption, SIGTERM).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, ToSchema)]
+pub struct Notice {
+    pub id: String,
+    /// `terminate`, `stop` or `hibernate` from the spot notice, or `shutdown`.
+    pub action: String,
+    /// When it happens (RFC 3339), if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+}
+
+/// `POST /v1/workers/deregister`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, ToSchema)]
+pub struct Deregistration {
+    pub id: String,
+}

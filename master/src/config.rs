@@ -1,0 +1,72 @@
+//! How a master runs; `main` fills it from flags and environment.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::selection::SelectionConfig;
+use crate::voting::Scheme;
+
+/// How often O2 revisits each constraint's ensemble.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interval {
+    Every(Duration),
+    /// After this many requests of the constraint (deterministic, for tests).
+    Requests(u64),
+}
+
+impl Interval {
+    pub fn describe(&self) -> serde_json::Value {
+        match self {
+            Self::Every(d) => serde_json::json!({ "seconds": d.as_secs_f64() }),
+            Self::Requests(n) => serde_json::json!({ "requests": n }),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct MasterConfig {
+    pub zoo: Option<PathBuf>,
+    /// `redis://host:port`; `None` keeps the model cache in this process.
+    pub redis_url: Option<String>,
+    /// Lifetime of a cached selection without use.
+    pub cache_ttl: Duration,
+    /// How long a Redis call may take before it counts as a miss.
+    pub redis_timeout: Duration,
+    pub interval: Interval,
+    pub selection: SelectionConfig,
+    pub scheme: Scheme,
+    /// Added to the latency target to form each member's deadline: the time the network
+    /// and queues may take beyond the profiled inference time.
+    pub deadline_grace: Duration,
+    /// Expected worker heartbeat period; instances silent for 3 periods are dropped.
+    pub heartbeat: Duration,
+    /// Weight of the manifest's per-class accuracy, in observations, when seeding the
+    /// runtime correctness table.
+    pub weight_prior: f64,
+    /// Every n-th unlabelled request is also sent to the unused candidates, whose joint
+    /// majority becomes its pseudo-label (0: never).
+    pub pseudo_label_every: u64,
+    /// Answered requests remembered for `/v1/feedback`.
+    pub feedback_capacity: usize,
+    pub http_workers: usize,
+}
+
+impl Default for MasterConfig {
+    fn default() -> Self {
+        Self {
+            zoo: None,
+            redis_url: None,
+            cache_ttl: Duration::from_secs(3600),
+            redis_timeout: Duration::from_millis(20),
+            interval: Interval::Every(Duration::from_secs(30)),
+            selection: SelectionConfig::default(),
+            scheme: Scheme::Weighted,
+            deadline_grace: Duration::from_millis(20),
+            heartbeat: Duration::from_secs(1),
+            weight_prior: 100.0,
+            pseudo_label_every: 10,
+            feedback_capacity: 65_536,
+            http_workers: 2,
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The error enum of the master crate; `http::error` maps it to HTTP statuses.
+
+use cocktail_common::CommonError;
+
+/// Why one ensemble member gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct MemberFailure {
+    pub model: String,
+    pub error: String,
+}
+
+/// Everything the master can fail at. Input errors name the field and the limit.
+#[derive(Debug, thiserror::Error)]
+pub enum MasterError {
+    #[error("invalid input `{field}`: {message}")]
+    InvalidInput { field: String, message: String },
+    #[error("malformed body: {0}")]
+    Malformed(String),
+    #[error("body is over the limit of {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("unknown task `{task}`; this master serves {known}")]
+    UnknownTask { task: String, known: String },
+    #[error("no request `{id}` is waiting for feedback (unknown, already labelled or expired)")]
+    UnknownRequest { id: String },
+    #[error("no worker instance `{id}` is registered")]
+    UnknownInstance { id: String },
+    #[error("no worker of task `{task}` is registered yet; retry shortly")]
+    NoWorkers { task: String },
+    /// Every member refused the input as the client's mistake; their answer is passed on.
+    #[error("{message}")]
+    Rejected {
+        status: u16,
+        error_type: String,
+        message: String,
+    },
+    #[error("no ensemble member answered: {}", summary(.0))]
+    AllMembersFailed(Vec<MemberFailure>),
+    #[error(transparent)]
+    Common(#[from] CommonError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+fn summary(failures: &[MemberFailure]) -> String {
+    failures
+        .iter()
+        .map(|f| format!("{}: {}", f.model, f.error))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl MasterError {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A short, bounded name for metrics and the `error_type` of error bodies.
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::InvalidInput { .. } => "invalid_input",
+            Self::Malformed(_) => "malformed",
+            Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::UnknownTask { .. } => "unknown_task",
+            Self::UnknownRequest { .. } => "unknown_request",
+            Self::UnknownInstance { .. } => "unknown_instance",
+            Self::NoWorkers { .. } => "no_workers",
+            Self::Rejected { error_type, .. } => error_type,
+            Self::AllMembersFailed(_) => "members_failed",
+            Self::Common(_) | Self::Internal(_) => "internal",
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! The one place master errors become HTTP statuses. The match is exhaustive on purpose:
+//! a new variant must decide its status here.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpResponse, ResponseError};
+use cocktail_common::oip::ErrorBody;
+
+use crate::MasterError;
+
+impl ResponseError for MasterError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Self::InvalidInput { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Malformed(_) => StatusCode::BAD_REQUEST,
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnknownTask { .. }
+            | Self::UnknownRequest { .. }
+            | Self::UnknownInstance { .. } => StatusCode::NOT_FOUND,
+            Self::NoWorkers { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Rejected { status, .. } => {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY)
+            }
+            Self::AllMembersFailed(_) => StatusCode::BAD_GATEWAY,
+            Self::Common(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status_code();
+        let error = if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!(error = %self, "request failed");
+            "internal error in the master".to_owned()
+        } else {
+            self.to_string()
+        };
+        let mut response = HttpResponse::build(status);
+        if matches!(self, Self::NoWorkers { .. }) {
+            response.insert_header((header::RETRY_AFTER, HeaderValue::from_static("1")));
+        }
+        if let Self::AllMembersFailed(failures) = self {
+            return response.json(serde_json::json!({
+                "error": error,
+                "error_type": self.kind(),
+                "members": failures,
+            }));
+        }
+        response.json(ErrorBody {
+            error,
+            error_type: self.kind().to_owned(),
+        })
+    }
+}

@@ -1,0 +1,501 @@
+//! Routes and handlers of the master.
+
+use std::sync::Arc;
+
+use actix_multipart::Multipart;
+use actix_web::http::header;
+use actix_web::{HttpRequest, HttpResponse, web};
+use cocktail_common::control::{Deregistration, Heartbeat, Notice, Registered, Registration};
+use cocktail_common::oip::{ModelMetadata, TensorMetadata};
+use futures_util::StreamExt as _;
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::request::{self, MAX_BODY_BYTES, SingleItem, ValidRequest};
+use crate::service::Answer;
+use crate::tasks::InputKind;
+use crate::{Master, MasterError};
+
+/// Everything the handlers share.
+#[derive(Debug)]
+pub struct AppState {
+    pub master: Arc<Master>,
+    pub prometheus: Option<PrometheusHandle>,
+}
+
+type Result<T> = std::result::Result<T, MasterError>;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.app_data(
+        web::JsonConfig::default()
+            .limit(64 * 1024)
+            .error_handler(|e, _| MasterError::Malformed(e.to_string()).into()),
+    )
+    .route("/v2", web::get().to(server_metadata))
+    .route("/v2/health/live", web::get().to(live))
+    .route("/v2/health/ready", web::get().to(ready))
+    .route("/v2/models", web::get().to(list_tasks))
+    .route("/v2/models/{task}", web::get().to(task_metadata))
+    .route("/v2/models/{task}/ready", web::get().to(task_ready))
+    .route("/v2/models/{task}/infer", web::post().to(infer))
+    .route("/v1/classify", web::post().to(classify))
+    .route("/v1/feedback", web::post().to(feedback))
+    .route("/v1/ensembles", web::get().to(ensembles))
+    .route("/v1/workers", web::get().to(workers))
+    .route("/v1/workers/register", web::post().to(register))
+    .route("/v1/workers/heartbeat", web::post().to(heartbeat))
+    .route("/v1/workers/notice", web::post().to(notice))
+    .route("/v1/workers/deregister", web::post().to(deregister))
+    .route("/openapi.json", web::get().to(super::openapi::document))
+    .route("/metrics", web::get().to(metrics_text));
+}
+
+#[utoipa::path(get, path = "/v2", responses((status = 200, description = "Server metadata")))]
+pub async fn server_metadata() -> HttpResponse {
+    HttpResponse::Ok().json(json!({
+        "name": "cocktail-master",
+        "version": env!("CARGO_PKG_VERSION"),
+        "extensions": ["cocktail-constraints"],
+    }))
+}
+
+#[utoipa::path(get, path = "/v2/health/live", responses((status = 200, description = "Alive")))]
+pub async fn live() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}
+
+/// Ready when some task has a worker to serve it.
+#[utoipa::path(get, path = "/v2/health/ready", responses(
+    (status = 200, description = "Some task can be served"),
+    (status = 503, description = "No worker registered yet")))]
+pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
+    let master = &state.master;
+    if master.tasks.keys().any(|t| task_is_ready(master, t)) {
+        HttpResponse::Ok().finish()
+    } else {
+        HttpResponse::ServiceUnavailable().finish()
+    }
+}
+
+fn task_is_ready(master: &Master, task: &str) -> bool {
+    master
+        .tasks
+        .get(task)
+        .is_some_and(|t| t.models.iter().any(|m| master.registry.serves(m)))
+}
+
+#[utoipa::path(get, path = "/v2/models", responses((status = 200, description = "The tasks served, their models and readiness")))]
+pub async fn list_tasks(state: web::Data<AppState>) -> HttpResponse {
+    let master = &state.master;
+    let tasks: Vec<Value> = master
+        .tasks
+        .values()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "ready": task_is_ready(master, &t.name),
+                "labels": t.labels,
+                "models": t.models.iter().zip(&t.candidates).map(|(m, c)| json!({
+                    "name": m,
+                    "accuracy": c.accuracy,
+                    "latency_ms": c.latency_ms,
+                    "packing_factor": c.packing_factor,
+                    "ready": master.registry.serves(m),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    HttpResponse::Ok().json(json!({ "models": tasks }))
+}
+
+#[utoipa::path(get, path = "/v2/models/{task}", params(("task" = String, Path)),
+    responses((status = 200, body = ModelMetadata), (status = 404, description = "Unknown task")))]
+pub async fn task_metadata(
+    state: web::Data<AppState>,
+    task: web::Path<String>,
+) -> Result<HttpResponse> {
+    let table = state.master.task(&task)?;
+    let tensor = |name: &str, datatype: &str, shape: Vec<i64>| TensorMetadata {
+        name: name.into(),
+        datatype: datatype.into(),
+        shape,
+    };
+    let inputs = match table.kind {
+        InputKind::Image => vec![
+            tensor("image", "BYTES", vec![-1]),
+            tensor("image", "FP32", vec![-1, 1, -1, -1]),
+        ],
+        InputKind::Text => vec![
+            tensor("text", "BYTES", vec![-1]),
+            tensor("input_ids", "INT64", vec![-1, -1]),
+            tensor("attention_mask", "INT64", vec![-1, -1]),
+        ],
+    };
+    let classes = table.labels.len() as i64;
+    Ok(HttpResponse::Ok().json(ModelMetadata {
+        name: table.name.clone(),
+        versions: vec!["1".into()],
+        platform: "cocktail-ensemble".into(),
+        inputs,
+        outputs: vec![
+            tensor("class", "INT64", vec![-1]),
+            tensor("label", "BYTES", vec![-1]),
+            tensor("scores", "FP64", vec![-1, classes]),
+        ],
+    }))
+}
+
+#[utoipa::path(get, path = "/v2/models/{task}/ready", params(("task" = String, Path)),
+    responses((status = 200, description = "Ready"), (status = 503, description = "No worker yet"), (status = 404, description = "Unknown task")))]
+pub async fn task_ready(
+    state: web::Data<AppState>,
+    task: web::Path<String>,
+) -> Result<HttpResponse> {
+    state.master.task(&task)?;
+    if task_is_ready(&state.master, &task) {
+        Ok(HttpResponse::Ok().finish())
+    } else {
+        Err(MasterError::NoWorkers {
+            task: task.into_inner(),
+        })
+    }
+}
+
+/// Classifies `n` items with the ensemble chosen for the constraints in `parameters`:
+/// `latency_ms` and `accuracy` (required), `objective` (`accuracy` or `latency`),
+/// `label` (one per item, to learn from) and `scheme` (`weighted`, `majority`, `average`).
+#[utoipa::path(post, path = "/v2/models/{task}/infer", params(("task" = String, Path)),
+    request_body = cocktail_common::oip::InferRequest,
+    responses(
+        (status = 200, description = "Outputs `class`, `label`, `scores`; `parameters` holds the models, votes, weights, cache hit, degraded flag and interval", body = cocktail_common::oip::InferResponse),
+        (status = 400, description = "Malformed JSON"),
+        (status = 404, description = "Unknown task"),
+        (status = 413, description = "Body over 10 MB"),
+        (status = 422, description = "Invalid input or constraint, naming the field"),
+        (status = 502, description = "No member answered; lists each member's error"),
+        (status = 503, description = "No worker registered for the task")))]
+pub async fn infer(
+    state: web::Data<AppState>,
+    task: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let table = state.master.task(&task)?;
+    let body = read_body(payload).await?;
+    let request = request::parse_infer(table, body)?;
+    let answer = state.master.infer(&task, request).await?;
+    Ok(HttpResponse::Ok().json(oip_response(&answer)))
+}
+
+async fn read_body(payload: web::Payload) -> Result<bytes::Bytes> {
+    match payload.to_bytes_limited(MAX_BODY_BYTES).await {
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(e)) => Err(MasterError::invalid("body", format!("cannot read: {e}"))),
+        Err(_) => Err(MasterError::PayloadTooLarge {
+            limit: MAX_BODY_BYTES,
+        }),
+    }
+}
+
+fn oip_response(answer: &Answer) -> Value {
+    let n = answer.class.len() as i64;
+    let classes = answer.scores.first().map_or(0, Vec::len) as i64;
+    json!({
+        "model_name": answer.task,
+        "id": answer.id,
+        "parameters": {
+            "models": answer.models,
+            "votes": answer.votes,
+            "failed": answer.failed,
+            "scheme": answer.scheme,
+            "cache_hit": answer.cache_hit,
+            "degraded": answer.degraded,
+            "interval": answer.interval,
+            "master_us": answer.master_us,
+            "wait_us": answer.wait_us,
+        },
+        "outputs": [
+            { "name": "class", "datatype": "INT64", "shape": [n], "data": answer.class },
+            { "name": "label", "datatype": "BYTES", "shape": [n], "data": answer.label },
+            { "name": "scores", "datatype": "FP64", "shape": [n, classes],
+              "data": answer.scores.iter().flatten().collect::<Vec<_>>() },
+        ],
+    })
+}
+
+/// Classifies one image or text. JSON `{task, image (base64) | text, latency_ms,
+/// accuracy, objective?, label?, scheme?, id?}`, or the same fields as multipart form
+/// parts with `image` as a file.
+#[utoipa::path(post, path = "/v1/classify",
+    request_body(content = Object, description = "task, image (base64 or file part) or text, latency_ms, accuracy, objective, label, scheme, id",
+        content_type = "application/json"),
+    responses((status = 200, body = Answer), (status = 400, description = "Malformed body"),
+        (status = 422, description = "Invalid input or constraint, naming the field")))]
+pub async fn classify(
+    state: web::Data<AppState>,
+    http: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse> {
+    let multipart = http
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("multipart/form-data"));
+    let (fields, image) = if multipart {
+        read_multipart(Multipart::new(http.headers(), payload)).await?
+    } else {
+        let body = read_body(payload).await?;
+        let fields: Map<String, Value> = serde_json::from_slice(&body)
+            .map_err(|e| MasterError::Malformed(format!("expected a JSON object: {e}")))?;
+        (fields, None)
+    };
+    let task_name = match fields.get("task") {
+        Some(Value::String(t)) => t.clone(),
+        _ => {
+            return Err(MasterError::invalid(
+                "task",
+                "is required: the task to classify for",
+            ));
+        }
+    };
+    let table = state.master.task(&task_name)?;
+    let decoded;
+    let item = match (&image, fields.get("image"), fields.get("text")) {
+        (Some(bytes), _, _) => SingleItem::Image(bytes),
+        (None, Some(Value::String(b64)), _) => {
+            use base64::Engine as _;
+            decoded = base64::engine::general_purpose::STANDARD
+                .decode(b64.trim())
+                .map_err(|e| MasterError::invalid("image", format!("not valid base64: {e}")))?;
+            SingleItem::Image(&decoded)
+        }
+        (None, None, Some(Value::String(text))) => SingleItem::Text(text),
+        _ => {
+            return Err(MasterError::invalid(
+                "image",
+                "one of `image` (base64 or file part) or `text` (string) is required",
+            ));
+        }
+    };
+    let request = ValidRequest {
+        id: fields.get("id").and_then(Value::as_str).map(str::to_owned),
+        body: request::single_item_body(table.kind, item)?,
+        items: 1,
+        constraint: request::constraint(&fields)?,
+        labels: request::labels(table, fields.get("label"), 1)?,
+        scheme: request::scheme(fields.get("scheme"))?,
+    };
+    let answer = state.master.infer(&task_name, request).await?;
+    Ok(HttpResponse::Ok().json(flatten(answer)))
+}
+
+/// The one-item answer of `/v1/classify`, without per-item arrays.
+fn flatten(answer: Answer) -> Value {
+    let first = |v: &Vec<String>| v.first().cloned().unwrap_or_default();
+    json!({
+        "id": answer.id,
+        "task": answer.task,
+        "class": answer.class.first(),
+        "label": first(&answer.label),
+        "scores": answer.scores.first(),
+        "models": answer.models,
+        "votes": answer.votes.iter().map(|v| json!({
+            "model": v.model,
+            "class": v.class.first(),
+            "label": first(&v.label),
+            "weight": v.weight.first(),
+        })).collect::<Vec<_>>(),
+        "failed": answer.failed,
+        "scheme": answer.scheme,
+        "cache_hit": answer.cache_hit,
+        "degraded": answer.degraded,
+        "interval": answer.interval,
+        "master_us": answer.master_us,
+        "wait_us": answer.wait_us,
+    })
+}
+
+/// Reads form fields as strings and the `image` part as bytes, within the body limit.
+async fn read_multipart(mut form: Multipart) -> Result<(Map<String, Value>, Option<Vec<u8>>)> {
+    let mut fields = Map::new();
+    let mut image = None;
+    let mut total = 0_usize;
+    while let Some(part) = form.next().await {
+        let mut part = part.map_err(|e| MasterError::Malformed(format!("multipart: {e}")))?;
+        let name = part.name().unwrap_or_default().to_owned();
+        let mut data = Vec::new();
+        while let Some(chunk) = part.next().await {
+            let chunk = chunk.map_err(|e| MasterError::Malformed(format!("multipart: {e}")))?;
+            total += chunk.len();
+            if total > MAX_BODY_BYTES {
+                return Err(MasterError::PayloadTooLarge {
+                    limit: MAX_BODY_BYTES,
+                });
+            }
+            data.extend_from_slice(&chunk);
+        }
+        if name == "image" {
+            image = Some(data);
+        } else {
+            let text = String::from_utf8(data)
+                .map_err(|_| MasterError::invalid(name.clone(), "must be UTF-8 text"))?;
+            fields.insert(name, Value::String(text));
+        }
+    }
+    Ok((fields, image))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct Feedback {
+    pub id: String,
+    /// A class index or label name, or one per item.
+    #[schema(value_type = Object)]
+    pub label: Option<Value>,
+}
+
+/// The true label of an answered request: it updates the voting weights and the
+/// constraint's O2 window.
+#[utoipa::path(post, path = "/v1/feedback", request_body = Feedback,
+    responses((status = 200, description = "Applied"), (status = 404, description = "Unknown, already labelled or expired id"),
+        (status = 422, description = "Invalid label")))]
+pub async fn feedback(
+    state: web::Data<AppState>,
+    body: web::Json<Feedback>,
+) -> Result<HttpResponse> {
+    let items = state.master.feedback(&body.id, body.label.as_ref())?;
+    Ok(HttpResponse::Ok().json(json!({ "id": body.id, "items": items })))
+}
+
+/// The ensemble of every constraint key seen, with its O2 window.
+#[utoipa::path(get, path = "/v1/ensembles", responses((status = 200, description = "Ensembles by constraint key")))]
+pub async fn ensembles(state: web::Data<AppState>) -> HttpResponse {
+    let master = &state.master;
+    let all: Vec<Value> = master
+        .ensembles
+        .snapshot()
+        .into_iter()
+        .map(|(key, s)| {
+            let s = s.lock().unwrap_or_else(|p| p.into_inner());
+            let task = key.split('|').next().unwrap_or_default();
+            let names = |ids: &[usize]| -> Vec<String> {
+                master
+                    .tasks
+                    .get(task)
+                    .map(|t| ids.iter().map(|&i| t.models[i].clone()).collect())
+                    .unwrap_or_default()
+            };
+            json!({
+                "key": key,
+                "members": names(&s.members),
+                "candidates": names(&s.pool),
+                "generation": s.generation,
+                "window_labelled": s.window_labelled(),
+                "window_accuracy": s.window_accuracy(),
+            })
+        })
+        .collect();
+    HttpResponse::Ok().json(json!({ "ensembles": all }))
+}
+
+#[utoipa::path(get, path = "/v1/workers", responses((status = 200, body = Vec<crate::registry::InstanceView>)))]
+pub async fn workers(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "workers": state.master.registry.view() }))
+}
+
+#[utoipa::path(post, path = "/v1/workers/register", request_body = Registration,
+    responses((status = 200, body = Registered), (status = 422, description = "Unknown model or bad URL")))]
+pub async fn register(
+    state: web::Data<AppState>,
+    body: web::Json<Registration>,
+) -> Result<HttpResponse> {
+    let master = &state.master;
+    if !master
+        .tasks
+        .values()
+        .any(|t| t.model_index(&body.model).is_some())
+    {
+        return Err(MasterError::invalid(
+            "model",
+            format!("`{}` is not in this master's zoo", body.model),
+        ));
+    }
+    if !(body.url.starts_with("http://") || body.url.starts_with("https://")) {
+        return Err(MasterError::invalid(
+            "url",
+            format!("must be an http(s) URL; given `{}`", body.url),
+        ));
+    }
+    if body.id.is_empty() || body.id.len() > 256 {
+        return Err(MasterError::invalid("id", "must be 1 to 256 characters"));
+    }
+    master.registry.register(&body);
+    Ok(HttpResponse::Ok().json(Registered {
+        heartbeat_ms: master.config.heartbeat.as_millis() as u64,
+    }))
+}
+
+#[utoipa::path(post, path = "/v1/workers/heartbeat", request_body = Heartbeat,
+    responses((status = 200, description = "Recorded"), (status = 404, description = "Unknown instance: register again")))]
+pub async fn heartbeat(
+    state: web::Data<AppState>,
+    body: web::Json<Heartbeat>,
+) -> Result<HttpResponse> {
+    if state.master.registry.heartbeat(&body.id, body.draining) {
+        Ok(HttpResponse::Ok().finish())
+    } else {
+        Err(MasterError::UnknownInstance {
+            id: body.id.clone(),
+        })
+    }
+}
+
+#[utoipa::path(post, path = "/v1/workers/notice", request_body = Notice,
+    responses((status = 200, description = "The instance gets no new work"), (status = 404, description = "Unknown instance")))]
+pub async fn notice(state: web::Data<AppState>, body: web::Json<Notice>) -> Result<HttpResponse> {
+    tracing::warn!(id = %body.id, action = %body.action, time = ?body.time, "worker notice: draining it");
+    metrics::counter!("cocktail_master_worker_notices_total", "action" => notice_kind(&body.action))
+        .increment(1);
+    if state.master.registry.drain(&body.id) {
+        Ok(HttpResponse::Ok().finish())
+    } else {
+        Err(MasterError::UnknownInstance {
+            id: body.id.clone(),
+        })
+    }
+}
+
+fn notice_kind(action: &str) -> &'static str {
+    match action {
+        "terminate" => "terminate",
+        "stop" => "stop",
+        "hibernate" => "hibernate",
+        "shutdown" => "shutdown",
+        _ => "other",
+    }
+}
+
+#[utoipa::path(post, path = "/v1/workers/deregister", request_body = Deregistration,
+    responses((status = 200, description = "Removed"), (status = 404, description = "Unknown instance")))]
+pub async fn deregister(
+    state: web::Data<AppState>,
+    body: web::Json<Deregistration>,
+) -> Result<HttpResponse> {
+    if state.master.registry.remove(&body.id) {
+        Ok(HttpResponse::Ok().finish())
+    } else {
+        Err(MasterError::UnknownInstance {
+            id: body.id.clone(),
+        })
+    }
+}
+
+async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
+    let body = state
+        .prometheus
+        .as_ref()
+        .map(PrometheusHandle::render)
+        .unwrap_or_default();
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(body)
+}

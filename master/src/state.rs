@@ -1,0 +1,327 @@
+//! Per-constraint state: the ensemble chosen for each constraint key, the window of
+//! labelled outcomes O2 looks at, and the answered requests remembered for feedback.
+//!
+//! The table of keys is the in-process model cache; [`crate::cache`] shares it between
+//! masters through Redis.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use crate::config::Interval;
+use crate::selection::{self, Adjustment, Candidate, Constraint, SelectionConfig, Window};
+use crate::tasks::TaskTable;
+
+/// The constraint key: requests with the same task and constraints share an ensemble.
+pub fn constraint_key(task: &str, c: &Constraint) -> String {
+    let objective = match c.objective {
+        selection::Objective::Accuracy => "accuracy",
+        selection::Objective::Latency => "latency",
+    };
+    format!("{task}|{}|{}|{objective}", c.latency_ms, c.accuracy)
+}
+
+/// One constraint key's ensemble and O2 window.
+#[derive(Debug)]
+pub struct KeyState {
+    pub constraint: Constraint,
+    /// Model indices into the task's table.
+    pub members: Vec<usize>,
+    /// The candidates (models fast enough for the latency target).
+    pub pool: Vec<usize>,
+    /// Bumped by every change of `members`.
+    pub generation: u64,
+    window: Window,
+    started: Instant,
+    requests: u64,
+    last_used: Instant,
+    /// When the selection was last compared with the shared cache.
+    pub synced: Instant,
+}
+
+impl KeyState {
+    /// `models` are the task's candidates as [`crate::service::Master::served`] sees them.
+    pub fn new(
+        models: &[Candidate],
+        constraint: Constraint,
+        members: Vec<usize>,
+        generation: u64,
+        config: &SelectionConfig,
+    ) -> Self {
+        let now = Instant::now();
+        Self {
+            pool: selection::candidates(models, &constraint, config),
+            window: Window {
+                member_correct: vec![0; members.len()],
+                ..Window::default()
+            },
+            members,
+            constraint,
+            generation,
+            started: now,
+            requests: 0,
+            last_used: now,
+            synced: now,
+        }
+    }
+
+    /// A request is being served: returns the members and the generation it uses.
+    pub fn begin(&mut self) -> (Vec<usize>, u64) {
+        self.requests += 1;
+        self.last_used = Instant::now();
+        (self.members.clone(), self.generation)
+    }
+
+    /// Records one labelled item (real or pseudo) answered by `generation`'s members.
+    /// `member_classes[slot]` is that member's class, `None` if it gave no answer.
+    pub fn record(
+        &mut self,
+        generation: u64,
+        member_classes: &[Option<usize>],
+        ensemble: usize,
+        winning_votes: usize,
+        label: usize,
+    ) {
+        if generation != self.generation {
+            return; // The ensemble changed since; this outcome says nothing about it.
+        }
+        let w = &mut self.window;
+        w.labelled += 1;
+        w.correct += usize::from(ensemble == label);
+        w.member_correct.resize(self.members.len(), 0);
+        for (slot, class) in member_classes.iter().enumerate() {
+            if let (true, Some(c)) = (*class == Some(label), w.member_correct.get_mut(slot)) {
+                *c += 1;
+            }
+        }
+        if w.winning_votes.len() <= winning_votes {
+            w.winning_votes.resize(winning_votes + 1, 0);
+        }
+        w.winning_votes[winning_votes] += 1;
+    }
+
+    pub fn due(&self, interval: Interval) -> bool {
+        match interval {
+            Interval::Every(period) => self.started.elapsed() >= period,
+            Interval::Requests(n) => self.requests >= n.max(1),
+        }
+    }
+
+    /// O2 at the end of an interval: returns the change made, if any. The candidate pool
+    /// is refreshed first, so models deployed since can join.
+    pub fn revisit(
+        &mut self,
+        models: &[Candidate],
+        interval: Interval,
+        config: &SelectionConfig,
+    ) -> Option<Adjustment> {
+        if !self.due(interval) {
+            return None;
+        }
+        self.started = Instant::now();
+        self.requests = 0;
+        self.pool = selection::candidates(models, &self.constraint, config);
+        if self.window.labelled == 0 {
+            return None; // Keep collecting until labels arrive.
+        }
+        let adjustment = selection::adjust(
+            models,
+            &self.members,
+            &self.pool,
+            &self.window,
+            self.constraint.accuracy,
+            config,
+        );
+        match &adjustment {
+            Adjustment::Keep => self.reset_window(),
+            Adjustment::Prune(members) => self.replace(members.clone(), self.generation + 1),
+            Adjustment::Add(model) => {
+                let mut members = self.members.clone();
+                members.push(*model);
+                self.replace(members, self.generation + 1);
+            }
+        }
+        (adjustment != Adjustment::Keep).then_some(adjustment)
+    }
+
+    /// Adopts a new member list (from O2 or from another master through the cache).
+    pub fn replace(&mut self, members: Vec<usize>, generation: u64) {
+        self.members = members;
+        self.generation = generation;
+        self.reset_window();
+    }
+
+    fn reset_window(&mut self) {
+        self.window = Window {
+            member_correct: vec![0; self.members.len()],
+            ..Window::default()
+        };
+    }
+
+    /// The accuracy of the current window, for `/v1/ensembles`.
+    pub fn window_accuracy(&self) -> Option<f64> {
+        self.window.accuracy()
+    }
+
+    pub fn window_labelled(&self) -> usize {
+        self.window.labelled
+    }
+}
+
+/// Every constraint key's state.
+#[derive(Debug, Default)]
+pub struct Ensembles {
+    keys: RwLock<HashMap<String, Arc<Mutex<KeyState>>>>,
+}
+
+impl Ensembles {
+    pub fn get(&self, key: &str) -> Option<Arc<Mutex<KeyState>>> {
+        self.keys
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    /// Inserts unless another request got there first; returns the state in the table.
+    pub fn insert(&self, key: String, state: KeyState) -> Arc<Mutex<KeyState>> {
+        let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(
+            keys.entry(key)
+                .or_insert_with(|| Arc::new(Mutex::new(state))),
+        )
+    }
+
+    /// Forgets keys unused for `ttl` (the in-process cache's expiry).
+    pub fn expire(&self, ttl: Duration) {
+        self.keys
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, state| {
+                state
+                    .lock()
+                    .map(|s| s.last_used.elapsed() < ttl)
+                    .unwrap_or(false)
+            });
+    }
+
+    pub fn snapshot(&self) -> Vec<(String, Arc<Mutex<KeyState>>)> {
+        let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
+        let mut all: Vec<_> = keys
+            .iter()
+            .map(|(k, v)| (k.clone(), Arc::clone(v)))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+}
+
+/// An answered request, kept so that a label sent later to `/v1/feedback` can be used.
+#[derive(Debug, Clone)]
+pub struct Answered {
+    pub task: Arc<TaskTable>,
+    pub state: Arc<Mutex<KeyState>>,
+    pub generation: u64,
+    pub members: Vec<usize>,
+    /// `[slot][item]`: each member's class per item, `None` when it gave no answer.
+    pub member_classes: Vec<Option<Vec<usize>>>,
+    pub ensemble: Vec<usize>,
+    pub winning_votes: Vec<usize>,
+}
+
+/// Whether a label came from the user or from the candidates' majority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelKind {
+    Real,
+    Pseudo,
+}
+
+impl LabelKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Real => "real",
+            Self::Pseudo => "pseudo",
+        }
+    }
+}
+
+impl Answered {
+    /// Teaches the weights and the O2 window the labels of every item.
+    pub fn learn(&self, labels: &[usize], kind: LabelKind) {
+        {
+            let mut weights = self.task.weights.write().unwrap_or_else(|p| p.into_inner());
+            for (slot, &model) in self.members.iter().enumerate() {
+                if let Some(Some(classes)) = self.member_classes.get(slot) {
+                    for (&label, &class) in labels.iter().zip(classes) {
+                        weights.record(model, label, class);
+                    }
+                }
+            }
+        }
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        for (item, &label) in labels.iter().enumerate() {
+            let per_member: Vec<Option<usize>> = self
+                .member_classes
+                .iter()
+                .map(|c| c.as_ref().and_then(|c| c.get(item).copied()))
+                .collect();
+            if let (Some(&ensemble), Some(&votes)) =
+                (self.ensemble.get(item), self.winning_votes.get(item))
+            {
+                state.record(self.generation, &per_member, ensemble, votes, label);
+            }
+        }
+        metrics::counter!("cocktail_master_labels_total", "kind" => kind.as_str())
+            .increment(labels.len() as u64);
+    }
+}
+
+/// Answered requests awaiting feedback, oldest dropped first beyond `capacity`.
+#[derive(Debug)]
+pub struct Recent {
+    inner: Mutex<RecentInner>,
+    capacity: usize,
+}
+
+/// Each entry carries a sequence number so that the eviction queue never has to be
+/// searched: a queued id whose number no longer matches was taken or replaced.
+#[derive(Debug, Default)]
+struct RecentInner {
+    map: HashMap<String, (u64, Answered)>,
+    order: VecDeque<(u64, String)>,
+    next: u64,
+}
+
+impl Recent {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            inner: Mutex::new(RecentInner::default()),
+            capacity,
+        }
+    }
+
+    pub fn remember(&self, id: String, answered: Answered) {
+        if self.capacity == 0 {
+            return;
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = inner.next;
+        inner.next += 1;
+        inner.map.insert(id.clone(), (seq, answered));
+        inner.order.push_back((seq, id));
+        while inner.map.len() > self.capacity || inner.order.len() > 2 * self.capacity {
+            let Some((seq, old)) = inner.order.pop_front() else {
+                break;
+            };
+            if inner.map.get(&old).is_some_and(|(s, _)| *s == seq) {
+                inner.map.remove(&old);
+            }
+        }
+    }
+
+    /// Takes the request out: a request is labelled at most once.
+    pub fn take(&self, id: &str) -> Option<Answered> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.map.remove(id).map(|(_, answered)| answered)
+    }
+}

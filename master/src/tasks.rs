@@ -1,0 +1,95 @@
+//! What the master knows about each task from the zoo manifest: its labels, its models
+//! as selection candidates, and the runtime per-class correctness table used for voting.
+
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+
+use cocktail_common::{Preprocess, Zoo};
+
+use crate::selection::Candidate;
+use crate::voting::ClassWeights;
+
+/// The raw input a task takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    Image,
+    Text,
+}
+
+#[derive(Debug)]
+pub struct TaskTable {
+    pub name: String,
+    pub kind: InputKind,
+    pub labels: Vec<String>,
+    /// Model names; every per-model vector below uses the same index.
+    pub models: Vec<String>,
+    pub candidates: Vec<Candidate>,
+    pub accuracy: Vec<f64>,
+    /// `W[model][class]`, seeded from the manifest and updated from labels.
+    pub weights: RwLock<ClassWeights>,
+}
+
+impl TaskTable {
+    pub fn model_index(&self, name: &str) -> Option<usize> {
+        self.models.iter().position(|m| m == name)
+    }
+
+    /// A label given as a class index or a label name.
+    pub fn class_of(&self, value: &serde_json::Value) -> Option<usize> {
+        match value {
+            serde_json::Value::Number(n) => n
+                .as_u64()
+                .map(|c| c as usize)
+                .filter(|&c| c < self.labels.len()),
+            serde_json::Value::String(s) => self.labels.iter().position(|l| l == s),
+            _ => None,
+        }
+    }
+}
+
+/// One table per task of the zoo. A model without a profile is assumed to take 1 s, so
+/// it is only chosen for lax latency targets until `cocktail profile` measures it.
+pub fn from_zoo(zoo: &Zoo, weight_prior: f64) -> BTreeMap<String, TaskTable> {
+    let mut tables = BTreeMap::new();
+    for (name, spec) in zoo.tasks() {
+        let models: Vec<_> = zoo.models_for(name).collect();
+        let Some(first) = models.first() else {
+            continue;
+        };
+        let kind = match first.preprocess {
+            Preprocess::Image { .. } => InputKind::Image,
+            Preprocess::Text { .. } => InputKind::Text,
+        };
+        let candidates = models
+            .iter()
+            .map(|m| Candidate {
+                latency_ms: m
+                    .profile
+                    .as_ref()
+                    .and_then(|p| p.latency_us(1, 1))
+                    .map_or(1000.0, |us| us / 1000.0),
+                accuracy: m.accuracy,
+                packing_factor: m
+                    .profile
+                    .as_ref()
+                    .and_then(|p| p.packing_factor(1))
+                    .unwrap_or(1),
+            })
+            .collect();
+        let class_accuracy: Vec<Vec<f64>> =
+            models.iter().map(|m| m.class_accuracy.clone()).collect();
+        tables.insert(
+            name.clone(),
+            TaskTable {
+                name: name.clone(),
+                kind,
+                labels: spec.labels.clone(),
+                models: models.iter().map(|m| m.name.clone()).collect(),
+                accuracy: models.iter().map(|m| m.accuracy).collect(),
+                candidates,
+                weights: RwLock::new(ClassWeights::seeded(&class_accuracy, weight_prior)),
+            },
+        );
+    }
+    tables
+}
