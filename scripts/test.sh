@@ -4,10 +4,14 @@
 source "$(dirname "$0")/lib.sh"
 "$ROOT/scripts/setup.sh"
 setup_ort
+# The master's tests run a real Redis (the shared model cache); they start their own.
+apt_install redis-server
 cd "$ROOT"
 log "cargo fmt --check"
 cargo fmt --all --check
 log "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+log "cargo build (the binaries the black-box tests start)"
+cargo build --workspace --bins --locked
 log "cargo test"
 cargo test --workspace --locked

@@ -1,5 +1,7 @@
 //! Shared helpers for the black-box integration tests in `tests/tests/`.
 
+pub mod cluster;
+
 use std::path::PathBuf;
 
 /// The workspace root (the folder holding `models/` and `.deps/`).

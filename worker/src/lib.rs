@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod batcher;
+pub mod control;
 pub mod error;
 pub mod http;
 pub mod metrics;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use cocktail_worker::control::ControlConfig;
 use cocktail_worker::server::{Worker, WorkerConfig};
 use tracing_subscriber::EnvFilter;
 
@@ -46,6 +47,27 @@ struct Args {
     /// HTTP worker threads.
     #[arg(long, env = "COCKTAIL_HTTP_WORKERS", default_value_t = 2)]
     http_workers: usize,
+    /// The master to register with, e.g. http://10.0.0.1:8080; without it the worker
+    /// serves on its own.
+    #[arg(long, env = "COCKTAIL_MASTER")]
+    master: Option<String>,
+    /// The URL the master reaches this worker at (default: http://HOST:PORT as bound,
+    /// with 127.0.0.1 for a wildcard host).
+    #[arg(long, env = "COCKTAIL_ADVERTISE_URL")]
+    advertise_url: Option<String>,
+    /// This worker's id at the master (default: MODEL@ADVERTISE_URL).
+    #[arg(long, env = "COCKTAIL_WORKER_ID")]
+    id: Option<String>,
+    /// Heartbeat period in milliseconds until the master says otherwise.
+    #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000)]
+    heartbeat_ms: u64,
+    /// Base URL of the EC2 instance metadata service to poll for spot interruption
+    /// notices, e.g. http://169.254.169.254 (off by default).
+    #[arg(long, env = "COCKTAIL_IMDS_URL")]
+    imds_url: Option<String>,
+    /// How often to poll the spot notice, in milliseconds.
+    #[arg(long, env = "COCKTAIL_IMDS_POLL_MS", default_value_t = 5000)]
+    imds_poll_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -91,6 +113,23 @@ fn run(args: Args) -> anyhow::Result<()> {
         "cocktail-worker serving `{}` on http://{address}",
         config.model
     );
-    actix_web::rt::System::new().block_on(worker.serve(listener))?;
+    let control = args.master.map(|master| {
+        let mut reachable = address;
+        if reachable.ip().is_unspecified() {
+            reachable.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let url = args
+            .advertise_url
+            .unwrap_or_else(|| format!("http://{reachable}"));
+        let id = args.id.unwrap_or_else(|| format!("{}@{url}", config.model));
+        ControlConfig {
+            master,
+            registration: worker.registration(id, url),
+            heartbeat: Duration::from_millis(args.heartbeat_ms.max(10)),
+            imds: args.imds_url,
+            imds_poll: Duration::from_millis(args.imds_poll_ms.max(10)),
+        }
+    });
+    actix_web::rt::System::new().block_on(worker.serve(listener, control))?;
     Ok(())
 }

@@ -13,7 +13,10 @@ use cocktail_common::batching::{self, BatchPolicy};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
 
+use cocktail_common::control::Registration;
+
 use crate::batcher::BatcherHandle;
+use crate::control::{Control, ControlConfig};
 use crate::http::{AppState, configure};
 use crate::preprocess::Preprocessor;
 use crate::{OnnxBackend, WorkerError};
@@ -43,6 +46,8 @@ pub struct Worker {
     pub state: web::Data<AppState>,
     pub policy: BatchPolicy,
     http_workers: usize,
+    threads: usize,
+    queue_items: usize,
 }
 
 impl Worker {
@@ -83,11 +88,44 @@ impl Worker {
             state: web::Data::new(state),
             policy,
             http_workers: config.http_workers.max(1),
+            threads: config.threads,
+            queue_items: config.queue_items,
         })
     }
 
-    /// Serves on `listener` until SIGTERM or SIGINT, then drains.
-    pub async fn serve(self, listener: TcpListener) -> std::io::Result<()> {
+    /// What this worker tells the master about itself. The packing factor is the
+    /// profile's for this thread count, else the batch size.
+    pub fn registration(&self, id: String, url: String) -> Registration {
+        let model = &self.state.model;
+        Registration {
+            id,
+            model: model.name.clone(),
+            url,
+            packing_factor: model
+                .profile
+                .as_ref()
+                .and_then(|p| p.packing_factor(self.threads))
+                .unwrap_or(self.policy.max_items as u32)
+                .max(1),
+            queue_items: self.queue_items,
+            threads: self.threads,
+        }
+    }
+
+    /// Serves on `listener` until SIGTERM or SIGINT, then drains. With `control`, it
+    /// registers with the master, heartbeats, and on shutdown tells the master first
+    /// (no new work) and deregisters once drained.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        control: Option<ControlConfig>,
+    ) -> std::io::Result<()> {
+        let control = match control {
+            Some(config) => {
+                Some(Control::spawn(config, self.state.clone()).map_err(std::io::Error::other)?)
+            }
+            None => None,
+        };
         let state = self.state.clone();
         let server =
             HttpServer::new(move || App::new().app_data(state.clone()).configure(configure))
@@ -98,13 +136,21 @@ impl Worker {
                 .run();
         let handle = server.handle();
         let draining = Arc::clone(&self.state.draining);
+        let goodbye = control.clone();
         tokio::spawn(async move {
             shutdown_signal().await;
             tracing::info!("draining: finishing in-flight requests, refusing new ones");
             draining.store(true, Ordering::Relaxed);
+            if let Some(control) = &goodbye {
+                control.notice("shutdown", None).await;
+            }
             handle.stop(true).await;
         });
-        server.await
+        let served = server.await;
+        if let Some(control) = &control {
+            control.deregister().await;
+        }
+        served
     }
 }
 

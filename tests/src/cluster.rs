@@ -1,0 +1,308 @@
+//! Real processes for black-box tests: Redis, a master and workers that register with
+//! it, each on a free port and killed when dropped.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test harness: it fails the test, with the reason, when a process misbehaves"
+)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::workspace_root;
+
+/// A binary of this workspace, built by `cargo build --workspace --bins` (scripts/test.sh
+/// does that before `cargo test`).
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// A running process; killed when dropped.
+#[derive(Debug)]
+pub struct Process {
+    pub child: Child,
+    /// The URL from the first line the process printed.
+    pub url: String,
+}
+
+impl Process {
+    /// Starts a Cocktail binary that prints `... http://ADDR` as its first stdout line.
+    pub async fn start(name: &str, args: &[String]) -> Self {
+        let mut child = Command::new(binary(name))
+            .args(args)
+            .current_dir(workspace_root())
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("the process prints its address within a minute")
+            .unwrap()
+            .expect("the process prints its address");
+        let url = line.split_whitespace().last().unwrap().to_owned();
+        assert!(url.starts_with("http://"), "{line}");
+        // Keep draining stdout so the process never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self { child, url }
+    }
+
+    /// SIGKILL: a crash, no goodbye.
+    pub async fn kill(&mut self) {
+        self.child.kill().await.unwrap();
+    }
+
+    /// SIGTERM, then waits for the exit status.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().unwrap();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("exits within 30 s of SIGTERM")
+            .unwrap()
+    }
+}
+
+/// A free TCP port on localhost (bound and released; fine for tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Debian's `redis-server` on a free port, without persistence.
+#[derive(Debug)]
+pub struct Redis {
+    child: Child,
+    pub port: u16,
+}
+
+impl Redis {
+    pub async fn start() -> Self {
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .current_dir(std::env::temp_dir())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("redis-server is installed (scripts/test.sh installs it)");
+        let redis = Self { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while redis.ping().await.is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not answer PING"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        redis
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Sends one inline command and returns the raw reply, `None` when unreachable.
+    pub async fn command(&self, line: &str) -> Option<String> {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .ok()?;
+        stream
+            .write_all(format!("{line}\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut buf = vec![0_u8; 64 * 1024];
+        let n = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf))
+            .await
+            .ok()?
+            .ok()?;
+        Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+    }
+
+    async fn ping(&self) -> Option<()> {
+        self.command("PING")
+            .await
+            .filter(|r| r.starts_with("+PONG"))
+            .map(|_| ())
+    }
+
+    pub async fn stop(&mut self) {
+        self.child.kill().await.unwrap();
+    }
+}
+
+/// A master with workers registered through the control plane.
+#[derive(Debug)]
+pub struct Cluster {
+    pub master: Process,
+    pub workers: Vec<(String, Process)>,
+    pub client: reqwest::Client,
+}
+
+impl Cluster {
+    /// Starts a master with `master_args` and one worker per model, and waits until the
+    /// master lists every worker.
+    pub async fn start(master_args: &[&str], models: &[&str]) -> Self {
+        let mut args: Vec<String> = vec![
+            "--port".into(),
+            "0".into(),
+            "--heartbeat-ms".into(),
+            "200".into(),
+        ];
+        args.extend(master_args.iter().map(|s| (*s).to_owned()));
+        let master = Process::start("cocktail-master", &args).await;
+        let mut cluster = Self {
+            master,
+            workers: Vec::new(),
+            client: reqwest::Client::new(),
+        };
+        for model in models {
+            cluster.add_worker(model).await;
+        }
+        cluster
+    }
+
+    /// Starts a worker for `model` and waits until the master lists it.
+    pub async fn add_worker(&mut self, model: &str) {
+        let args: Vec<String> = [
+            "--model",
+            model,
+            "--port",
+            "0",
+            "--master",
+            &self.master.url,
+            "--heartbeat-ms",
+            "200",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let worker = Process::start("cocktail-worker", &args).await;
+        let url = worker.url.clone();
+        self.workers.push((model.to_owned(), worker));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let listed = self.get("/v1/workers").await["workers"]
+                .as_array()
+                .is_some_and(|ws| {
+                    ws.iter()
+                        .any(|w| w["url"] == url.as_str() && w["down"] == false)
+                });
+            if listed {
+                return;
+            }
+            assert!(Instant::now() < deadline, "worker {model} never registered");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.master.url)
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// POSTs JSON; returns the status and the JSON body.
+    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    /// The current ensemble of the constraint key `key`.
+    pub async fn members(&self, key: &str) -> Vec<String> {
+        let all = self.get("/v1/ensembles").await;
+        all["ensembles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["key"] == key)
+            .map(|e| {
+                e["members"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m.as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Encodes a grey image as PNG, base64 (what a client sends as a BYTES `image`).
+pub fn png_base64(width: u32, height: u32, pixels: &[u8]) -> String {
+    let image = image::GrayImage::from_raw(width, height, pixels.to_vec()).unwrap();
+    let mut png = Vec::new();
+    image
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .unwrap();
+    base64::engine::general_purpose::STANDARD.encode(png)
+}
+
+/// An OIP infer body of BYTES images with the constraint parameters.
+pub fn image_request(images: &[String], parameters: Value) -> Value {
+    json!({
+        "inputs": [{ "name": "image", "shape": [images.len()], "datatype": "BYTES", "data": images }],
+        "parameters": parameters,
+    })
+}

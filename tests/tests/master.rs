@@ -1,0 +1,679 @@
+//! The master end to end: real master and worker processes, real ONNX Runtime, real
+//! Redis. Workers register through the control plane as in production.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "an integration test fails by panicking, with the value that was wrong"
+)]
+
+use std::time::{Duration, Instant};
+
+use cocktail_common::{Input, Predictions, TestSet, Zoo};
+use cocktail_tests::cluster::{Cluster, Redis, image_request, png_base64};
+use cocktail_tests::zoo_manifest;
+use serde_json::{Value, json};
+
+/// The fashion models that answer within 43 µs of inference (profile, 1 thread): the
+/// candidates of the constraint `latency_ms = 0.043` with no latency margin.
+const FAST_FASHION: &[&str] = &[
+    "linear",
+    "mlp_tiny",
+    "mlp_small",
+    "cnn_tiny",
+    "mlp_med",
+    "dwsep",
+    "lenet",
+    "cnn_small",
+];
+
+/// Generous deadlines: these machines are shared and debug builds are slow; the tests are
+/// about what is answered, not how fast.
+const RELAXED: &[&str] = &["--latency-margin-ms", "0", "--deadline-grace-ms", "10000"];
+
+fn fashion_images(count: usize) -> (Vec<String>, Vec<usize>) {
+    let zoo = Zoo::load(zoo_manifest()).unwrap();
+    let test = TestSet::load(&zoo, "fashion").unwrap();
+    let images = test.items[..count]
+        .iter()
+        .map(|item| match item {
+            Input::Image(g) => png_base64(g.width, g.height, &g.pixels),
+            Input::Text(_) => panic!("fashion items are images"),
+        })
+        .collect();
+    (images, test.labels[..count].to_vec())
+}
+
+fn outputs(body: &Value, name: &str) -> Vec<Value> {
+    body["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == name)
+        .unwrap_or_else(|| panic!("no output {name} in {body}"))["data"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+async fn metric(cluster: &Cluster, name_and_labels: &str) -> f64 {
+    let text = cluster
+        .client
+        .get(cluster.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(name_and_labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_and_a_sentence_are_classified_by_ensembles_shared_through_redis() {
+    let redis = Redis::start().await;
+    let mut args = RELAXED.to_vec();
+    let url = redis.url();
+    args.extend(["--redis-url", &url, "--pseudo-label-every", "1"]);
+    let cluster = Cluster::start(
+        &args,
+        &["mlp_med", "dwsep", "cnn_small", "boe", "boe_mlp", "gru"],
+    )
+    .await;
+
+    // An image at a constraint no single fast model meets: an ensemble answers.
+    let (images, labels) = fashion_images(1);
+    let parameters = json!({ "latency_ms": 0.043, "accuracy": 0.95 });
+    let (status, body) = cluster
+        .post(
+            "/v2/models/fashion/infer",
+            &image_request(&images, parameters.clone()),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let p = &body["parameters"];
+    let models = p["models"].as_array().unwrap();
+    assert_eq!(models.len(), 3, "{p}");
+    assert_eq!(p["votes"].as_array().unwrap().len(), 3);
+    for vote in p["votes"].as_array().unwrap() {
+        assert!(models.contains(&vote["model"]));
+        let weight = vote["weight"][0].as_f64().unwrap();
+        assert!(weight > 0.5 && weight <= 1.0, "{vote}");
+    }
+    assert_eq!(p["cache_hit"], false);
+    assert_eq!(p["degraded"], false);
+    assert_eq!(p["scheme"], "weighted");
+    assert_eq!(p["interval"]["seconds"], 30.0);
+    assert_eq!(outputs(&body, "class")[0], labels[0], "{body}");
+    assert_eq!(outputs(&body, "scores").len(), 10);
+
+    // The selection is in Redis under a namespaced key, with a TTL.
+    let key = "cocktail:selection:fashion|0.043|0.95|accuracy";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let value = redis.command(&format!("GET \"{key}\"")).await.unwrap();
+        if value.contains("mlp_med") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "selection never reached Redis: {value}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ttl = redis.command(&format!("TTL \"{key}\"")).await.unwrap();
+    assert!(
+        ttl.trim_start_matches(':').trim().parse::<i64>().unwrap() > 0,
+        "{ttl}"
+    );
+    let (_, again) = cluster
+        .post(
+            "/v2/models/fashion/infer",
+            &image_request(&images, parameters.clone()),
+        )
+        .await;
+    assert_eq!(again["parameters"]["cache_hit"], true);
+
+    // A second master sharing the Redis serves the key from the cache at once.
+    let other = Cluster::start(&args, &[]).await;
+    for w in cluster.get("/v1/workers").await["workers"]
+        .as_array()
+        .unwrap()
+    {
+        let registration = json!({ "id": w["id"], "model": w["model"], "url": w["url"],
+            "packing_factor": w["packing_factor"], "queue_items": 64, "threads": 1 });
+        assert_eq!(
+            other.post("/v1/workers/register", &registration).await.0,
+            200
+        );
+    }
+    let (status, shared) = other
+        .post(
+            "/v2/models/fashion/infer",
+            &image_request(&images, parameters),
+        )
+        .await;
+    assert_eq!(status, 200, "{shared}");
+    assert_eq!(shared["parameters"]["cache_hit"], true, "{shared}");
+    assert_eq!(shared["parameters"]["models"], p["models"]);
+
+    // A sentence through /v1/classify (JSON), then an image as a multipart upload.
+    let (status, sentence) = cluster
+        .post(
+            "/v1/classify",
+            &json!({ "task": "sentiment", "text": "What a wonderful, delightful film.",
+                     "latency_ms": 0.2, "accuracy": 0.9 }),
+        )
+        .await;
+    assert_eq!(status, 200, "{sentence}");
+    assert_eq!(sentence["label"], "positive", "{sentence}");
+    assert!(
+        sentence["models"].as_array().unwrap().len() >= 2,
+        "{sentence}"
+    );
+    assert_eq!(
+        sentence["votes"].as_array().unwrap().len(),
+        sentence["models"].as_array().unwrap().len()
+    );
+    let png = std::fs::read(
+        cocktail_tests::workspace_root().join("models/samples/fashion/0001_pullover.png"),
+    )
+    .unwrap();
+    let form = reqwest::multipart::Form::new()
+        .text("task", "fashion")
+        .text("latency_ms", "5")
+        .text("accuracy", "0.5")
+        .part(
+            "image",
+            reqwest::multipart::Part::bytes(png).file_name("0001_pullover.png"),
+        );
+    let upload: Value = cluster
+        .client
+        .post(cluster.url("/v1/classify"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(upload["label"], "Pullover", "{upload}");
+    assert_eq!(
+        upload["models"].as_array().unwrap().len(),
+        1,
+        "one model suffices: {upload}"
+    );
+
+    // Feedback on an answered request; unlabelled requests are pseudo-labelled.
+    let (status, fed) = cluster
+        .post(
+            "/v1/feedback",
+            &json!({ "id": sentence["id"], "label": "positive" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{fed}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(&cluster, "cocktail_master_labels_total{kind=\"pseudo\"}").await < 1.0 {
+        assert!(Instant::now() < deadline, "no pseudo-label was recorded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(metric(&cluster, "cocktail_master_labels_total{kind=\"real\"}").await >= 1.0);
+
+    // The API describes itself.
+    let openapi = cluster.get("/openapi.json").await;
+    for path in [
+        "/v2/models/{task}/infer",
+        "/v1/classify",
+        "/v1/feedback",
+        "/v1/workers/register",
+    ] {
+        assert!(
+            openapi["paths"][path].is_object(),
+            "{path} missing from /openapi.json"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_2000_labelled_images_the_ensemble_beats_the_best_single_candidate() {
+    const ITEMS: usize = 2000;
+    const BATCH: usize = 20;
+    let mut args = RELAXED.to_vec();
+    // O2 looks at windows of 400 labelled items.
+    args.extend(["--interval-requests", "20", "--pseudo-label-every", "0"]);
+    let cluster = Cluster::start(&args, FAST_FASHION).await;
+    let (images, labels) = fashion_images(ITEMS);
+
+    // The best single candidate on the same items, from the recorded predictions (which
+    // the workers reproduce exactly; see the worker tests).
+    let zoo = Zoo::load(zoo_manifest()).unwrap();
+    let recorded =
+        Predictions::load(&zoo.resolve(&zoo.task("fashion").unwrap().predictions)).unwrap();
+    let single = |model: &str| {
+        let m = recorded.model_index(model).unwrap();
+        (0..ITEMS)
+            .filter(|&i| usize::from(recorded.classes[m][i]) == labels[i])
+            .count() as f64
+            / ITEMS as f64
+    };
+    let (best_model, best) = FAST_FASHION
+        .iter()
+        .map(|m| (*m, single(m)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    let target = 0.89;
+    let zoo_best = FAST_FASHION
+        .iter()
+        .map(|m| zoo.model(m).unwrap().accuracy)
+        .fold(0.0, f64::max);
+    assert!(zoo_best < target, "no single candidate reaches the target");
+
+    let mut correct = 0;
+    let mut sizes = Vec::new();
+    for (chunk, truth) in images.chunks(BATCH).zip(labels.chunks(BATCH)) {
+        let parameters = json!({ "latency_ms": 0.043, "accuracy": target, "label": truth });
+        let (status, body) = cluster
+            .post(
+                "/v2/models/fashion/infer",
+                &image_request(chunk, parameters),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["parameters"]["degraded"], false, "{body}");
+        sizes.push(body["parameters"]["models"].as_array().unwrap().len());
+        correct += outputs(&body, "class")
+            .iter()
+            .zip(truth)
+            .filter(|(c, t)| c.as_u64() == Some(**t as u64))
+            .count();
+    }
+    let ensemble = correct as f64 / ITEMS as f64;
+    println!(
+        "ensemble {ensemble:.4} vs best single candidate {best_model} {best:.4}; sizes {sizes:?}"
+    );
+    assert!(sizes.iter().all(|&s| s >= 2), "{sizes:?}");
+    assert!(
+        ensemble > best,
+        "ensemble {ensemble} vs {best_model} {best}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o2_shrinks_to_a_bare_majority_with_margin_and_grows_when_accuracy_drops() {
+    let mut args = RELAXED.to_vec();
+    args.extend(["--interval-requests", "10", "--pseudo-label-every", "0"]);
+    let cluster = Cluster::start(&args, FAST_FASHION).await;
+    let (images, _) = fashion_images(40);
+    let key = "fashion|0.043|0.99|accuracy";
+    let parameters = json!({ "latency_ms": 0.043, "accuracy": 0.99 });
+
+    // Serves one interval; feedback labels each answer with `relabel(answer)`.
+    let interval = |relabel: fn(u64) -> u64, offset: usize| {
+        let cluster = &cluster;
+        let images = &images;
+        let parameters = parameters.clone();
+        async move {
+            for image in &images[offset..offset + 10] {
+                let (status, body) = cluster
+                    .post(
+                        "/v2/models/fashion/infer",
+                        &image_request(std::slice::from_ref(image), parameters.clone()),
+                    )
+                    .await;
+                assert_eq!(status, 200, "{body}");
+                let answer = outputs(&body, "class")[0].as_u64().unwrap();
+                let (status, fed) = cluster
+                    .post(
+                        "/v1/feedback",
+                        &json!({ "id": body["id"], "label": relabel(answer) }),
+                    )
+                    .await;
+                assert_eq!(status, 200, "{fed}");
+            }
+        }
+    };
+
+    interval(|a| a, 0).await;
+    let first = cluster.members(key).await;
+    assert!(
+        first.len() >= 3,
+        "O1 should need several models for 0.99: {first:?}"
+    );
+    // The first interval ended on its 10th request, before that request's feedback: its
+    // window held 9 answers, all right by the labels, and usually unanimous.
+    let pruned = cluster.members(key).await;
+    println!("O1 chose {first:?}");
+    // Everything was right: the next interval prunes to a bare majority.
+    interval(|a| a, 10).await;
+    let after_prune = cluster.members(key).await;
+    println!("after a right interval: {after_prune:?} (was {pruned:?})");
+    assert_eq!(
+        after_prune.len(),
+        first.len() / 2 + 1,
+        "{after_prune:?} from {first:?}"
+    );
+    assert!(after_prune.iter().all(|m| first.contains(m)));
+
+    // Labels say every answer was wrong: the ensemble grows by one unused candidate.
+    interval(|a| (a + 1) % 10, 20).await;
+    let grown = cluster.members(key).await;
+    println!("after a wrong interval: {grown:?}");
+    assert_eq!(grown.len(), after_prune.len() + 1, "{grown:?}");
+    assert!(after_prune.iter().all(|m| grown.contains(m)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_worker_under_load_loses_no_request() {
+    let mut args = RELAXED.to_vec();
+    args[3] = "2000"; // deadline grace: a dead member must not hold answers for 10 s
+    let mut cluster = Cluster::start(&args, &["mlp_med", "dwsep", "cnn_small"]).await;
+    let (images, _) = fashion_images(64);
+    let parameters = json!({ "latency_ms": 0.043, "accuracy": 0.95 });
+    let cluster_ref = &cluster;
+    let run = |seconds: f64| {
+        let parameters = parameters.clone();
+        let images = images.clone();
+        async move {
+            let stop = Instant::now() + Duration::from_secs_f64(seconds);
+            let mut lanes = Vec::new();
+            for lane in 0..8 {
+                let parameters = parameters.clone();
+                let images = images.clone();
+                let client = cluster_ref.client.clone();
+                let url = cluster_ref.url("/v2/models/fashion/infer");
+                lanes.push(tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut i = lane;
+                    while Instant::now() < stop {
+                        let body = image_request(&images[i % 64..i % 64 + 1], parameters.clone());
+                        let response = client.post(&url).json(&body).send().await.unwrap();
+                        let status = response.status().as_u16();
+                        let body: Value = response.json().await.unwrap();
+                        seen.push((status, body["parameters"]["degraded"] == true, body));
+                        i += 8;
+                    }
+                    seen
+                }));
+            }
+            lanes
+        }
+    };
+    let lanes = run(4.0).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Crash one member's only worker.
+    let victim = cluster
+        .workers
+        .iter()
+        .position(|(m, _)| m == "dwsep")
+        .unwrap();
+    let (_, mut dead) = cluster.workers.remove(victim);
+    dead.kill().await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let mut answers = Vec::new();
+    for lane in lanes {
+        answers.extend(lane.await.unwrap());
+    }
+    let failed: Vec<_> = answers.iter().filter(|(s, _, _)| *s != 200).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed: {:?}",
+        failed.len(),
+        answers.len(),
+        failed.first()
+    );
+    let degraded = answers.iter().filter(|(_, d, _)| *d).count();
+    println!("{} requests, {degraded} degraded", answers.len());
+    assert!(degraded > 0, "answers without dwsep must say degraded");
+    let sample = answers.iter().find(|(_, d, _)| *d).unwrap();
+    assert_eq!(
+        sample.2["parameters"]["failed"][0]["model"], "dwsep",
+        "{}",
+        sample.2
+    );
+
+    // A replacement registers and the ensemble is whole again.
+    cluster.add_worker("dwsep").await;
+    let (status, body) = cluster
+        .post(
+            "/v2/models/fashion/infer",
+            &image_request(&images[..1], parameters.clone()),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["parameters"]["degraded"], false, "{body}");
+    assert_eq!(body["parameters"]["votes"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_inputs_get_a_4xx_naming_the_field() {
+    let cluster = Cluster::start(RELAXED, &["mlp_med", "boe"]).await;
+    let (images, _) = fashion_images(1);
+    let ok = json!({ "latency_ms": 5, "accuracy": 0.5 });
+    let image = |parameters: Value| image_request(&images, parameters);
+    let text = |t: &str| {
+        json!({ "inputs": [{ "name": "text", "shape": [1], "datatype": "BYTES", "data": [t] }],
+                                "parameters": { "latency_ms": 5, "accuracy": 0.5 } })
+    };
+    let cases: Vec<(&str, &str, Value, u16, &str)> = vec![
+        (
+            "missing latency",
+            "/v2/models/fashion/infer",
+            image(json!({ "accuracy": 0.5 })),
+            422,
+            "latency_ms",
+        ),
+        (
+            "negative latency",
+            "/v2/models/fashion/infer",
+            image(json!({ "latency_ms": -1, "accuracy": 0.5 })),
+            422,
+            "latency_ms",
+        ),
+        (
+            "no model fast enough",
+            "/v2/models/fashion/infer",
+            image(json!({ "latency_ms": 0.000_1, "accuracy": 0.5 })),
+            422,
+            "latency_ms",
+        ),
+        (
+            "accuracy over 1",
+            "/v2/models/fashion/infer",
+            image(json!({ "latency_ms": 5, "accuracy": 1.5 })),
+            422,
+            "accuracy",
+        ),
+        (
+            "bad objective",
+            "/v2/models/fashion/infer",
+            image(json!({ "latency_ms": 5, "accuracy": 0.5, "objective": "cheap" })),
+            422,
+            "objective",
+        ),
+        (
+            "label out of range",
+            "/v2/models/fashion/infer",
+            image(json!({ "latency_ms": 5, "accuracy": 0.5, "label": 10 })),
+            422,
+            "label",
+        ),
+        (
+            "bad scheme",
+            "/v2/models/fashion/infer",
+            image(json!({ "latency_ms": 5, "accuracy": 0.5, "scheme": "vibes" })),
+            422,
+            "scheme",
+        ),
+        (
+            "unknown task",
+            "/v2/models/cars/infer",
+            image(ok.clone()),
+            404,
+            "cars",
+        ),
+        (
+            "no inputs",
+            "/v2/models/fashion/infer",
+            json!({ "inputs": [], "parameters": ok }),
+            422,
+            "inputs",
+        ),
+        (
+            "text for images",
+            "/v2/models/fashion/infer",
+            text("hello"),
+            422,
+            "inputs",
+        ),
+        (
+            "shape and data disagree",
+            "/v2/models/fashion/infer",
+            json!({ "inputs": [{ "name": "image", "shape": [2], "datatype": "BYTES", "data": images }], "parameters": ok }),
+            422,
+            "data",
+        ),
+        (
+            "too many items",
+            "/v2/models/fashion/infer",
+            json!({ "inputs": [{ "name": "image", "shape": [65], "datatype": "BYTES", "data": vec![&images[0]; 65] }], "parameters": ok }),
+            422,
+            "shape",
+        ),
+        (
+            "undecodable image",
+            "/v2/models/fashion/infer",
+            json!({ "inputs": [{ "name": "image", "shape": [1], "datatype": "BYTES", "data": ["bm90IGFuIGltYWdl"] }], "parameters": ok }),
+            422,
+            "image",
+        ),
+        (
+            "wrong tensor shape",
+            "/v2/models/fashion/infer",
+            json!({ "inputs": [{ "name": "image", "shape": [1, 1, 2, 2], "datatype": "FP32", "data": [0.0, 0.0, 0.0, 0.0] }], "parameters": ok }),
+            422,
+            "shape",
+        ),
+        (
+            "empty text",
+            "/v2/models/sentiment/infer",
+            text("  "),
+            422,
+            "text",
+        ),
+        (
+            "text too long",
+            "/v2/models/sentiment/infer",
+            text(&"a".repeat(10_001)),
+            422,
+            "10000",
+        ),
+        (
+            "classify without task",
+            "/v1/classify",
+            json!({ "text": "hi", "latency_ms": 5, "accuracy": 0.5 }),
+            422,
+            "task",
+        ),
+        (
+            "classify without item",
+            "/v1/classify",
+            json!({ "task": "sentiment", "latency_ms": 5, "accuracy": 0.5 }),
+            422,
+            "text",
+        ),
+        (
+            "feedback for unknown id",
+            "/v1/feedback",
+            json!({ "id": "nope", "label": 1 }),
+            404,
+            "nope",
+        ),
+        (
+            "feedback without id",
+            "/v1/feedback",
+            json!({ "label": 1 }),
+            400,
+            "id",
+        ),
+        (
+            "register unknown model",
+            "/v1/workers/register",
+            json!({ "id": "x", "model": "gpt", "url": "http://127.0.0.1:1", "packing_factor": 1, "queue_items": 1, "threads": 1 }),
+            422,
+            "model",
+        ),
+        (
+            "heartbeat from a stranger",
+            "/v1/workers/heartbeat",
+            json!({ "id": "x", "in_flight": 0, "draining": false }),
+            404,
+            "x",
+        ),
+    ];
+    for (name, path, body, status, mentions) in cases {
+        let (got, answer) = cluster.post(path, &body).await;
+        assert_eq!(got, status, "{name}: {answer}");
+        let message = answer["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no error in {answer}"));
+        assert!(
+            message.contains(mentions),
+            "{name}: `{message}` should mention `{mentions}`"
+        );
+        assert!(answer["error_type"].is_string(), "{name}: {answer}");
+    }
+    // Malformed JSON and an oversized body.
+    let raw = |body: Vec<u8>| {
+        cluster
+            .client
+            .post(cluster.url("/v2/models/fashion/infer"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let malformed = raw(b"{\"inputs\": [".to_vec()).await.unwrap();
+    assert_eq!(malformed.status().as_u16(), 400);
+    let huge = raw(vec![b' '; 11 * 1024 * 1024]).await.unwrap();
+    assert_eq!(huge.status().as_u16(), 413);
+    let body: Value = huge.json().await.unwrap();
+    assert!(
+        body["error"].as_str().unwrap().contains("10485760"),
+        "{body}"
+    );
+    // The master still serves.
+    let (status, _) = cluster.post("/v2/models/fashion/infer", &image(ok)).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_keep_succeeding_when_redis_stops() {
+    let mut redis = Redis::start().await;
+    let mut args = RELAXED.to_vec();
+    let url = redis.url();
+    args.extend(["--redis-url", &url]);
+    let cluster = Cluster::start(&args, &["mlp_med", "dwsep", "cnn_small"]).await;
+    let (images, _) = fashion_images(1);
+    let ask = |accuracy: f64| {
+        let body = image_request(
+            &images,
+            json!({ "latency_ms": 0.043, "accuracy": accuracy }),
+        );
+        let cluster = &cluster;
+        async move { cluster.post("/v2/models/fashion/infer", &body).await }
+    };
+    assert_eq!(ask(0.95).await.0, 200);
+    redis.stop().await;
+    // Known keys and new keys (which must look in Redis first) keep being served.
+    for i in 0..20 {
+        let (status, body) = ask(0.95 - f64::from(i % 4) * 0.001).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["parameters"]["degraded"], false, "{body}");
+    }
+    let errors = metric(&cluster, "cocktail_master_cache_errors_total").await;
+    println!("cache errors while Redis was down: {errors}");
+    assert!(errors >= 1.0, "Redis failures must be counted");
+}

@@ -1,0 +1,235 @@
+//! The worker's side of the control plane (`common::control`): register with the master
+//! once serving, heartbeat, register again when the master has forgotten us (it
+//! restarted), pass on an EC2 spot interruption notice, and say goodbye on shutdown.
+//!
+//! Nothing here may disturb serving: every call has a short timeout, failures are logged
+//! once per streak and counted in `cocktail_worker_control_errors_total`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use actix_web::web;
+use cocktail_common::control::{Deregistration, Heartbeat, Notice, Registered, Registration};
+use serde::Deserialize;
+
+use crate::http::AppState;
+
+/// Where the master and (on EC2) the instance metadata service are.
+#[derive(Debug, Clone)]
+pub struct ControlConfig {
+    pub master: String,
+    pub registration: Registration,
+    /// Heartbeat period until the master says otherwise.
+    pub heartbeat: Duration,
+    /// Base URL of the instance metadata service, e.g. `http://169.254.169.254`.
+    pub imds: Option<String>,
+    pub imds_poll: Duration,
+}
+
+/// Handle kept by the server to say goodbye.
+#[derive(Debug, Clone)]
+pub struct Control {
+    config: Arc<ControlConfig>,
+    client: reqwest::Client,
+}
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(1);
+
+impl Control {
+    /// Starts the registration/heartbeat task and, with `imds`, the spot-notice poller.
+    pub fn spawn(
+        config: ControlConfig,
+        state: web::Data<AppState>,
+    ) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder().timeout(CALL_TIMEOUT).build()?;
+        let control = Self {
+            config: Arc::new(config),
+            client,
+        };
+        let heartbeats = control.clone();
+        tokio::spawn(async move { heartbeats.heartbeat_loop(state).await });
+        if control.config.imds.is_some() {
+            let poller = control.clone();
+            tokio::spawn(async move { poller.spot_loop().await });
+        }
+        Ok(control)
+    }
+
+    fn url(&self, call: &str) -> String {
+        format!(
+            "{}/v1/workers/{call}",
+            self.config.master.trim_end_matches('/')
+        )
+    }
+
+    async fn heartbeat_loop(&self, state: web::Data<AppState>) {
+        let mut period = self.config.heartbeat;
+        let mut failing = false;
+        loop {
+            // Register, retrying with backoff while the master is unreachable.
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                match self.post("register", &self.config.registration).await {
+                    Ok(response) if response.status().is_success() => {
+                        if let Ok(registered) = response.json::<Registered>().await {
+                            period = Duration::from_millis(registered.heartbeat_ms.max(10));
+                        }
+                        tracing::info!(master = %self.config.master, id = %self.config.registration.id, "registered");
+                        failing = false;
+                        break;
+                    }
+                    other => {
+                        self.failed("register", &other, &mut failing);
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+            // Heartbeat until the master forgets us.
+            loop {
+                tokio::time::sleep(period).await;
+                let beat = Heartbeat {
+                    id: self.config.registration.id.clone(),
+                    in_flight: state.capacity - state.slots.available_permits(),
+                    draining: state.draining.load(Ordering::Relaxed),
+                };
+                match self.post("heartbeat", &beat).await {
+                    Ok(response) if response.status().is_success() => failing = false,
+                    Ok(response) if response.status() == reqwest::StatusCode::NOT_FOUND => {
+                        tracing::warn!("the master does not know this worker; registering again");
+                        break;
+                    }
+                    other => self.failed("heartbeat", &other, &mut failing),
+                }
+            }
+        }
+    }
+
+    /// Polls the spot interruption notice; tells the master once, then stops.
+    async fn spot_loop(&self) {
+        let Some(imds) = self
+            .config
+            .imds
+            .as_deref()
+            .map(|u| u.trim_end_matches('/').to_owned())
+        else {
+            return;
+        };
+        let mut failing = false;
+        loop {
+            match spot_notice(&self.client, &imds).await {
+                Ok(Some(action)) => {
+                    tracing::warn!(action = %action.action, time = ?action.time, "spot interruption notice");
+                    metrics::counter!("cocktail_worker_spot_notices_total").increment(1);
+                    // Keep serving until the instance goes; the master stops routing to it.
+                    self.notice(&action.action, action.time).await;
+                    return;
+                }
+                Ok(None) => failing = false,
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!(error = %e, "cannot read the spot notice");
+                    }
+                    failing = true;
+                    metrics::counter!("cocktail_worker_control_errors_total", "call" => "imds")
+                        .increment(1);
+                }
+            }
+            tokio::time::sleep(self.config.imds_poll).await;
+        }
+    }
+
+    /// Tells the master this instance will go away; best effort.
+    pub async fn notice(&self, action: &str, time: Option<String>) {
+        let notice = Notice {
+            id: self.config.registration.id.clone(),
+            action: action.to_owned(),
+            time,
+        };
+        let result = self.post("notice", &notice).await;
+        if !matches!(&result, Ok(r) if r.status().is_success()) {
+            self.failed("notice", &result, &mut false);
+        }
+    }
+
+    /// Removes this instance from the master; best effort, after draining.
+    pub async fn deregister(&self) {
+        let goodbye = Deregistration {
+            id: self.config.registration.id.clone(),
+        };
+        let result = self.post("deregister", &goodbye).await;
+        if !matches!(&result, Ok(r) if r.status().is_success()) {
+            self.failed("deregister", &result, &mut false);
+        }
+    }
+
+    async fn post<T: serde::Serialize>(
+        &self,
+        call: &str,
+        body: &T,
+    ) -> reqwest::Result<reqwest::Response> {
+        self.client.post(self.url(call)).json(body).send().await
+    }
+
+    fn failed(
+        &self,
+        call: &'static str,
+        result: &reqwest::Result<reqwest::Response>,
+        failing: &mut bool,
+    ) {
+        metrics::counter!("cocktail_worker_control_errors_total", "call" => call).increment(1);
+        if !*failing {
+            match result {
+                Ok(response) => {
+                    tracing::warn!(call, status = %response.status(), master = %self.config.master, "control call refused")
+                }
+                Err(e) => {
+                    tracing::warn!(call, error = %e, master = %self.config.master, "control call failed")
+                }
+            }
+        }
+        *failing = true;
+    }
+}
+
+/// The body of `/latest/meta-data/spot/instance-action`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SpotAction {
+    pub action: String,
+    #[serde(default)]
+    pub time: Option<String>,
+}
+
+/// Reads the notice: `None` while there is none (404). Uses an IMDSv2 session token
+/// when the service hands one out, else IMDSv1.
+pub async fn spot_notice(
+    client: &reqwest::Client,
+    imds: &str,
+) -> Result<Option<SpotAction>, String> {
+    let token = client
+        .put(format!("{imds}/latest/api/token"))
+        .header("X-aws-ec2-metadata-token-ttl-seconds", "60")
+        .send()
+        .await
+        .ok()
+        .filter(|r| r.status().is_success());
+    let token = match token {
+        Some(r) => r.text().await.ok(),
+        None => None,
+    };
+    let mut request = client.get(format!("{imds}/latest/meta-data/spot/instance-action"));
+    if let Some(token) = &token {
+        request = request.header("X-aws-ec2-metadata-token", token);
+    }
+    let response = request.send().await.map_err(|e| e.to_string())?;
+    match response.status().as_u16() {
+        404 => Ok(None),
+        200 => response
+            .json::<SpotAction>()
+            .await
+            .map(Some)
+            .map_err(|e| format!("unreadable notice: {e}")),
+        status => Err(format!("metadata service answered {status}")),
+    }
+}
