@@ -1,8 +1,9 @@
 //! `cocktail`: the project's command line. Each subcommand is a thin wrapper over library
-//! code; `profile` measures the zoo on this machine.
+//! code; `up` runs the system on this machine, `profile` measures the zoo.
 
 mod profile;
 mod table;
+mod up;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +30,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Start the master and one worker per zoo model on this machine, wait until all are
+    /// ready, print the URL and example requests; Ctrl-C stops everything cleanly.
+    Up(up::UpArgs),
     /// Measure every model's latency per batch size and thread count with ONNX Runtime on
     /// this machine, derive its packing factor, and rewrite the profile part of the
     /// manifest and the table in models/README.md.
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Profile(args) => profile::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),
+        Command::Up(args) => up::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
