@@ -73,7 +73,8 @@ pub struct Answer {
     pub degraded: bool,
     #[schema(value_type = Object)]
     pub interval: serde_json::Value,
-    /// The master's own time: everything except waiting for the members.
+    /// The master's own time up to the vote: everything except waiting for the members.
+    /// The handler adds encoding the answer and reports the total in `Server-Timing`.
     pub master_us: u64,
     /// Time spent waiting for the members (slowest member, queueing included).
     pub wait_us: u64,
@@ -371,7 +372,6 @@ impl Master {
         .increment(1);
         metrics::histogram!("cocktail_master_request_duration_seconds", "task" => task_name.to_owned())
             .record(started.elapsed().as_secs_f64());
-        metrics::histogram!("cocktail_master_overhead_seconds").record(master_us as f64 / 1e6);
         metrics::histogram!("cocktail_master_ensemble_size").record(members.len() as f64);
         Ok(Answer {
             id,

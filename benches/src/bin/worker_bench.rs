@@ -4,22 +4,18 @@
 //!
 //! `cargo build --release -p cocktail-worker -p cocktail-benches && target/release/worker-bench`
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
+use anyhow::Context;
 use clap::Parser;
+use cocktail_benches::process::{png_base64, start};
 use cocktail_benches::stats::{Summary, us};
 use cocktail_common::{Input, TestSet, Zoo};
 use cocktail_worker::preprocess::Preprocessor;
 use cocktail_worker::{Backend, OnnxBackend};
 use indicatif::ProgressBar;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -59,14 +55,12 @@ async fn main() -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let pngs = Arc::new(pngs);
 
-    let worker_binary = std::env::current_exe()?.with_file_name("cocktail-worker");
-    if !worker_binary.is_file() {
-        bail!(
-            "{} is missing: build it with `cargo build --release -p cocktail-worker`",
-            worker_binary.display()
-        );
-    }
-    let (mut child, url) = start_worker(&worker_binary, &model.name, args.threads).await?;
+    let threads = args.threads.to_string();
+    let (mut child, url) = start(
+        "cocktail-worker",
+        &["--model", &model.name, "--port", "0", "--threads", &threads],
+    )
+    .await?;
 
     let preprocessor = Preprocessor::for_model(&zoo, &model)?;
     let policy = cocktail_common::batching::tune(model.profile.as_ref(), args.threads, None);
@@ -152,49 +146,6 @@ fn single_latency(m: &cocktail_common::ModelEntry) -> f64 {
         .as_ref()
         .and_then(|p| p.latency_us(1, 1))
         .unwrap_or(f64::MAX)
-}
-
-fn png_base64(image: &cocktail_common::testset::GreyImage) -> anyhow::Result<String> {
-    let buffer = image::GrayImage::from_raw(image.width, image.height, image.pixels.clone())
-        .context("image size")?;
-    let mut bytes = Vec::new();
-    buffer.write_to(
-        &mut std::io::Cursor::new(&mut bytes),
-        image::ImageFormat::Png,
-    )?;
-    Ok(BASE64.encode(bytes))
-}
-
-async fn start_worker(
-    binary: &PathBuf,
-    model: &str,
-    threads: usize,
-) -> anyhow::Result<(tokio::process::Child, String)> {
-    let mut child = tokio::process::Command::new(binary)
-        .args([
-            "--model",
-            model,
-            "--port",
-            "0",
-            "--threads",
-            &threads.to_string(),
-        ])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stdout = child.stdout.take().context("worker stdout")?;
-    let line = BufReader::new(stdout)
-        .lines()
-        .next_line()
-        .await?
-        .context("the worker exited at start")?;
-    let url = line
-        .split_whitespace()
-        .last()
-        .context("address line")?
-        .to_owned();
-    Ok((child, url))
 }
 
 /// Closed-loop clients, `concurrency` at a time, each sending one base64 PNG per request.

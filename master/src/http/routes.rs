@@ -1,6 +1,7 @@
 //! Routes and handlers of the master.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use actix_multipart::Multipart;
 use actix_web::http::header;
@@ -180,11 +181,34 @@ pub async fn infer(
     task: web::Path<String>,
     payload: web::Payload,
 ) -> Result<HttpResponse> {
+    let started = Instant::now();
     let table = state.master.task(&task)?;
     let body = read_body(payload).await?;
     let request = request::parse_infer(table, body)?;
     let answer = state.master.infer(&task, request).await?;
-    Ok(HttpResponse::Ok().json(oip_response(&answer)))
+    timed_json(started, &answer, &oip_response(&answer))
+}
+
+/// Encodes the answer and reports the master's own time (everything from the handler's
+/// start to the encoded answer, minus waiting for members) in a `Server-Timing` header and
+/// in `cocktail_master_overhead_seconds`.
+fn timed_json(started: Instant, answer: &Answer, value: &Value) -> Result<HttpResponse> {
+    let body = serde_json::to_vec(value)
+        .map_err(|e| MasterError::Internal(format!("encoding the answer: {e}")))?;
+    let wait = Duration::from_micros(answer.wait_us);
+    let own = started.elapsed().saturating_sub(wait);
+    metrics::histogram!("cocktail_master_overhead_seconds").record(own.as_secs_f64());
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .insert_header((
+            "Server-Timing",
+            format!(
+                "master;dur={:.3}, wait;dur={:.3}",
+                own.as_secs_f64() * 1e3,
+                wait.as_secs_f64() * 1e3
+            ),
+        ))
+        .body(body))
 }
 
 async fn read_body(payload: web::Payload) -> Result<bytes::Bytes> {
@@ -236,6 +260,7 @@ pub async fn classify(
     http: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse> {
+    let started = Instant::now();
     let multipart = http
         .headers()
         .get(header::CONTENT_TYPE)
@@ -286,11 +311,11 @@ pub async fn classify(
         scheme: request::scheme(fields.get("scheme"))?,
     };
     let answer = state.master.infer(&task_name, request).await?;
-    Ok(HttpResponse::Ok().json(flatten(answer)))
+    timed_json(started, &answer, &flatten(&answer))
 }
 
 /// The one-item answer of `/v1/classify`, without per-item arrays.
-fn flatten(answer: Answer) -> Value {
+fn flatten(answer: &Answer) -> Value {
     let first = |v: &Vec<String>| v.first().cloned().unwrap_or_default();
     json!({
         "id": answer.id,

@@ -1,0 +1,249 @@
+//! Master benchmark (issue 4): the master's own cost per request — parse, select, cache,
+//! dispatch, vote, encode — with real workers, their time subtracted. The master reports
+//! it per request in `Server-Timing: master;dur=…, wait;dur=…` (handler time minus the
+//! wait for the members). Prints a markdown table; asserts nothing. Targets: p50 ≤ 50 µs,
+//! p99 ≤ 250 µs.
+//!
+//! `cargo build --release --workspace --bins && target/release/master-bench`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use cocktail_benches::process::{png_base64, start};
+use cocktail_benches::stats::{Summary, us};
+use cocktail_common::{Input, TestSet, Zoo};
+use indicatif::ProgressBar;
+use serde_json::{Value, json};
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Fashion models to run workers for (the fast ones, so the workers are not the
+    /// bottleneck of the 2-core machine).
+    #[arg(long, value_delimiter = ',', default_value = "mlp_med,dwsep,cnn_small")]
+    models: Vec<String>,
+    /// Concurrency levels.
+    #[arg(long, value_delimiter = ',', default_value = "1,8")]
+    concurrency: Vec<usize>,
+    /// Requests per row.
+    #[arg(long, default_value_t = 3000)]
+    requests: usize,
+}
+
+/// One row of the table: a constraint that makes the master serve `members` models.
+struct Scenario {
+    name: &'static str,
+    parameters: Value,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let zoo = Zoo::load(Zoo::locate(None)?)?;
+    let test_set = TestSet::load(&zoo, "fashion")?;
+    let pngs: Vec<String> = test_set.items[..256]
+        .iter()
+        .filter_map(|item| match item {
+            Input::Image(image) => Some(png_base64(image)),
+            Input::Text(_) => None,
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let pngs = Arc::new(pngs);
+
+    let (_master, url) = start(
+        "cocktail-master",
+        &[
+            "--port",
+            "0",
+            "--latency-margin-ms",
+            "0",
+            "--deadline-grace-ms",
+            "1000",
+        ],
+    )
+    .await?;
+    let mut workers = Vec::new();
+    for model in &args.models {
+        workers.push(
+            start(
+                "cocktail-worker",
+                &["--model", model, "--port", "0", "--master", &url],
+            )
+            .await?,
+        );
+    }
+    let client = reqwest::Client::new();
+    wait_for_workers(&client, &url, args.models.len()).await?;
+
+    let scenarios = [
+        Scenario {
+            name: "single model",
+            parameters: json!({ "latency_ms": 0.043, "accuracy": 0.5, "objective": "latency" }),
+        },
+        Scenario {
+            name: "3-model ensemble",
+            parameters: json!({ "latency_ms": 0.043, "accuracy": 0.95 }),
+        },
+    ];
+    println!(
+        "master with {} worker(s) ({}), {} requests per row, one base64 PNG per request\n",
+        args.models.len(),
+        args.models.join(", "),
+        args.requests
+    );
+    println!(
+        "| constraint | concurrency | members | req/s | client p50 (µs) | wait p50 (µs) | master p50 (µs) | master p99 (µs) | target p50 ≤ 50, p99 ≤ 250 |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    let infer_url = format!("{url}/v2/models/fashion/infer");
+    for scenario in &scenarios {
+        for &concurrency in &args.concurrency {
+            let run = run(
+                &client,
+                &infer_url,
+                &pngs,
+                &scenario.parameters,
+                concurrency,
+                args.requests,
+            )
+            .await?;
+            let (mut client_t, mut wait, mut own) = (run.client, run.wait, run.own);
+            let (c, w, o) = (
+                Summary::of(&mut client_t),
+                Summary::of(&mut wait),
+                Summary::of(&mut own),
+            );
+            let met = o.p50 <= Duration::from_micros(50) && o.p99 <= Duration::from_micros(250);
+            println!(
+                "| {} | {concurrency} | {} | {:.0} | {} | {} | {} | {} | {} |",
+                scenario.name,
+                run.members,
+                run.rps,
+                us(c.p50),
+                us(w.p50),
+                us(o.p50),
+                us(o.p99),
+                if met { "met" } else { "not met" }
+            );
+        }
+    }
+    drop(workers);
+    Ok(())
+}
+
+async fn wait_for_workers(client: &reqwest::Client, url: &str, count: usize) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed: Value = client
+            .get(format!("{url}/v1/workers"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        if listed["workers"].as_array().map_or(0, Vec::len) >= count {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "workers did not register within a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+struct Run {
+    rps: f64,
+    members: usize,
+    client: Vec<Duration>,
+    wait: Vec<Duration>,
+    own: Vec<Duration>,
+}
+
+/// `master;dur=X, wait;dur=Y` in milliseconds.
+fn server_timing(header: Option<&reqwest::header::HeaderValue>) -> Option<(Duration, Duration)> {
+    let text = header?.to_str().ok()?;
+    let mut own = None;
+    let mut wait = None;
+    for part in text.split(',') {
+        let (name, dur) = part.trim().split_once(";dur=")?;
+        let value = Duration::from_secs_f64(dur.parse::<f64>().ok()? / 1e3);
+        match name {
+            "master" => own = Some(value),
+            "wait" => wait = Some(value),
+            _ => {}
+        }
+    }
+    Some((own?, wait?))
+}
+
+/// Closed-loop clients, `concurrency` at a time.
+async fn run(
+    client: &reqwest::Client,
+    url: &str,
+    pngs: &Arc<Vec<String>>,
+    parameters: &Value,
+    concurrency: usize,
+    requests: usize,
+) -> anyhow::Result<Run> {
+    let body = |png: &str| json!({ "inputs": [{ "name": "image", "shape": [1], "datatype": "BYTES", "data": [png] }], "parameters": parameters });
+    // Warm up: connections, the cache entry, the workers.
+    let mut members = 0;
+    for png in pngs.iter().take(64) {
+        let answer: Value = client
+            .post(url)
+            .json(&body(png))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        members = answer["parameters"]["models"]
+            .as_array()
+            .map_or(0, Vec::len);
+    }
+    let bar = ProgressBar::new(requests as u64);
+    let per_client = requests.div_ceil(concurrency);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|c| {
+            let (client, url, pngs, bar) = (
+                client.clone(),
+                url.to_owned(),
+                Arc::clone(pngs),
+                bar.clone(),
+            );
+            let bodies: Vec<Value> = (0..per_client)
+                .map(|i| body(&pngs[(c * per_client + i) % pngs.len()]))
+                .collect();
+            tokio::spawn(async move {
+                let mut samples = Vec::with_capacity(per_client);
+                for body in bodies {
+                    let t = Instant::now();
+                    let response = client.post(&url).json(&body).send().await?;
+                    let status = response.status();
+                    let timing = server_timing(response.headers().get("server-timing"));
+                    response.bytes().await?;
+                    let elapsed = t.elapsed();
+                    anyhow::ensure!(status.is_success(), "master answered {status}");
+                    let (own, wait) = timing.context("no Server-Timing header")?;
+                    samples.push((elapsed, wait, own));
+                    bar.inc(1);
+                }
+                Ok(samples)
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(requests);
+    for task in tasks {
+        all.extend(task.await??);
+    }
+    bar.finish_and_clear();
+    Ok(Run {
+        rps: all.len() as f64 / started.elapsed().as_secs_f64(),
+        members,
+        client: all.iter().map(|s| s.0).collect(),
+        wait: all.iter().map(|s| s.1).collect(),
+        own: all.iter().map(|s| s.2).collect(),
+    })
+}

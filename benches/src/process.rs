@@ -1,0 +1,58 @@
+//! Starting the project's binaries for benchmarks, and the inputs they are sent.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use anyhow::{Context, bail};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// A binary next to the running one (`cargo build --release --workspace --bins`).
+pub fn sibling(name: &str) -> anyhow::Result<PathBuf> {
+    let path = std::env::current_exe()?.with_file_name(name);
+    if !path.is_file() {
+        bail!(
+            "{} is missing: build it with `cargo build --release --workspace --bins`",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// Starts `name` with `args` and returns it with the URL from its first stdout line;
+/// the child is killed when dropped.
+pub async fn start(name: &str, args: &[&str]) -> anyhow::Result<(Child, String)> {
+    let mut child = Command::new(sibling(name)?)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().context("stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let line = lines
+        .next_line()
+        .await?
+        .with_context(|| format!("{name} exited at start"))?;
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let url = line
+        .split_whitespace()
+        .last()
+        .context("address line")?
+        .to_owned();
+    Ok((child, url))
+}
+
+/// A grey test image as base64 PNG, as a client sends it.
+pub fn png_base64(image: &cocktail_common::testset::GreyImage) -> anyhow::Result<String> {
+    let buffer = image::GrayImage::from_raw(image.width, image.height, image.pixels.clone())
+        .context("image size")?;
+    let mut bytes = Vec::new();
+    buffer.write_to(
+        &mut std::io::Cursor::new(&mut bytes),
+        image::ImageFormat::Png,
+    )?;
+    Ok(BASE64.encode(bytes))
+}
