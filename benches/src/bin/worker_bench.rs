@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clap::Parser;
 use cocktail_benches::process::{png_base64, start};
 use cocktail_benches::stats::{Summary, us};
@@ -19,9 +18,9 @@ use serde_json::json;
 
 #[derive(Debug, Parser)]
 struct Args {
-    /// Fashion model to serve (default: the mid-size model by single-item latency).
-    #[arg(long)]
-    model: Option<String>,
+    /// Fashion model to serve (default: the mid-size CNN the targets name).
+    #[arg(long, default_value = "cnn_med")]
+    model: String,
     /// ONNX Runtime intra-op threads, for both the worker and the in-process run.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -37,14 +36,7 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let zoo = Zoo::load(Zoo::locate(None)?)?;
-    let model = match &args.model {
-        Some(name) => zoo.model(name)?.clone(),
-        None => {
-            let mut models: Vec<_> = zoo.models_for("fashion").collect();
-            models.sort_by(|a, b| single_latency(a).total_cmp(&single_latency(b)));
-            (*models.get(models.len() / 2).context("no fashion models")?).clone()
-        }
-    };
+    let model = zoo.model(&args.model)?.clone();
     let test_set = TestSet::load(&zoo, &model.task)?;
     let pngs: Vec<String> = test_set.items[..256]
         .iter()
@@ -139,13 +131,6 @@ async fn worker_time(client: &reqwest::Client, url: &str) -> anyhow::Result<(f64
         value("cocktail_worker_request_duration_seconds_sum"),
         value("cocktail_worker_request_duration_seconds_count"),
     ))
-}
-
-fn single_latency(m: &cocktail_common::ModelEntry) -> f64 {
-    m.profile
-        .as_ref()
-        .and_then(|p| p.latency_us(1, 1))
-        .unwrap_or(f64::MAX)
 }
 
 /// Closed-loop clients, `concurrency` at a time, each sending one base64 PNG per request.
