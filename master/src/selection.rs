@@ -184,10 +184,12 @@ pub fn adjust(
                 .enumerate()
                 .map(|(slot, &m)| (m, window.member_correct.get(slot).copied().unwrap_or(0)))
                 .collect();
-            // Keep the most accurate in the window; among equals keep the higher Pf.
+            // Keep the most accurate in the window; among equals keep the higher Pf, then
+            // the more accurate by profile (deterministic to the last: then the index).
             ranked.sort_by(|a, b| {
                 b.1.cmp(&a.1)
                     .then(models[b.0].packing_factor.cmp(&models[a.0].packing_factor))
+                    .then(models[b.0].accuracy.total_cmp(&models[a.0].accuracy))
                     .then(a.0.cmp(&b.0))
             });
             return Adjustment::Prune(ranked.into_iter().take(needed).map(|(m, _)| m).collect());

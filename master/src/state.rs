@@ -325,3 +325,102 @@ impl Recent {
         inner.map.remove(id).map(|(_, answered)| answered)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selection::Objective;
+
+    fn constraint() -> Constraint {
+        Constraint {
+            latency_ms: 10.0,
+            accuracy: 0.9,
+            objective: Objective::Accuracy,
+        }
+    }
+
+    fn models() -> Vec<Candidate> {
+        [0.80, 0.85, 0.88, 0.90]
+            .iter()
+            .map(|&accuracy| Candidate {
+                latency_ms: 1.0,
+                accuracy,
+                packing_factor: 1,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn outcomes_of_an_older_ensemble_are_ignored_and_o2_runs_per_interval() {
+        let config = SelectionConfig::default();
+        let mut state = KeyState::new(&models(), constraint(), vec![3, 2, 1], 0, &config);
+        state.begin();
+        // Every member right and unanimous: prune to a bare majority.
+        state.record(0, &[Some(1), Some(1), Some(1)], 1, 3, 1);
+        state.record(7, &[Some(0), Some(0), Some(0)], 0, 3, 1); // another generation
+        assert_eq!(state.window_labelled(), 1);
+        assert!(
+            state
+                .revisit(&models(), Interval::Requests(2), &config)
+                .is_none(),
+            "not due"
+        );
+        state.begin();
+        let change = state.revisit(&models(), Interval::Requests(2), &config);
+        assert_eq!(change, Some(Adjustment::Prune(vec![3, 2])));
+        assert_eq!((state.members.clone(), state.generation), (vec![3, 2], 1));
+        assert_eq!(
+            state.window_labelled(),
+            0,
+            "a new ensemble starts a new window"
+        );
+        // All wrong: add the best unused candidate.
+        state.begin();
+        state.begin();
+        state.record(1, &[Some(0), Some(0)], 0, 2, 1);
+        assert_eq!(
+            state.revisit(&models(), Interval::Requests(2), &config),
+            Some(Adjustment::Add(1))
+        );
+        assert_eq!(state.members, vec![3, 2, 1]);
+    }
+
+    #[test]
+    fn recent_requests_are_bounded_and_taken_once() {
+        let task = Arc::new(TaskTable {
+            name: "t".into(),
+            kind: crate::tasks::InputKind::Text,
+            labels: vec!["a".into(), "b".into()],
+            models: vec!["m".into()],
+            candidates: models()[..1].to_vec(),
+            accuracy: vec![0.8],
+            weights: RwLock::new(crate::voting::ClassWeights::seeded(&[vec![0.8, 0.8]], 10.0)),
+        });
+        let state = Arc::new(Mutex::new(KeyState::new(
+            &models(),
+            constraint(),
+            vec![0],
+            0,
+            &SelectionConfig::default(),
+        )));
+        let answered = Answered {
+            task,
+            state,
+            generation: 0,
+            members: vec![0],
+            member_classes: vec![Some(vec![1])],
+            ensemble: vec![1],
+            winning_votes: vec![1],
+        };
+        let recent = Recent::new(2);
+        for id in ["a", "b", "c"] {
+            recent.remember(id.into(), answered.clone());
+        }
+        assert!(recent.take("a").is_none(), "evicted, oldest first");
+        assert!(recent.take("b").is_some());
+        assert!(recent.take("b").is_none(), "taken once");
+        answered.learn(&[1], LabelKind::Real);
+        assert_eq!(answered.state.lock().unwrap().window_labelled(), 1);
+        assert!(answered.task.weights.read().unwrap().weight(0, 1) > 0.8);
+    }
+}
