@@ -221,23 +221,29 @@ async fn read_body(payload: web::Payload) -> Result<bytes::Bytes> {
     }
 }
 
+/// What every answer reports about how it was made, besides the votes.
+fn provenance(answer: &Answer) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("models".into(), json!(answer.models));
+    fields.insert("failed".into(), json!(answer.failed));
+    fields.insert("scheme".into(), json!(answer.scheme));
+    fields.insert("cache_hit".into(), json!(answer.cache_hit));
+    fields.insert("degraded".into(), json!(answer.degraded));
+    fields.insert("interval".into(), answer.interval.clone());
+    fields.insert("master_us".into(), json!(answer.master_us));
+    fields.insert("wait_us".into(), json!(answer.wait_us));
+    fields
+}
+
 fn oip_response(answer: &Answer) -> Value {
+    let mut parameters = provenance(answer);
+    parameters.insert("votes".into(), json!(answer.votes));
     let n = answer.class.len() as i64;
     let classes = answer.scores.first().map_or(0, Vec::len) as i64;
     json!({
         "model_name": answer.task,
         "id": answer.id,
-        "parameters": {
-            "models": answer.models,
-            "votes": answer.votes,
-            "failed": answer.failed,
-            "scheme": answer.scheme,
-            "cache_hit": answer.cache_hit,
-            "degraded": answer.degraded,
-            "interval": answer.interval,
-            "master_us": answer.master_us,
-            "wait_us": answer.wait_us,
-        },
+        "parameters": parameters,
         "outputs": [
             { "name": "class", "datatype": "INT64", "shape": [n], "data": answer.class },
             { "name": "label", "datatype": "BYTES", "shape": [n], "data": answer.label },
@@ -317,27 +323,26 @@ pub async fn classify(
 /// The one-item answer of `/v1/classify`, without per-item arrays.
 fn flatten(answer: &Answer) -> Value {
     let first = |v: &Vec<String>| v.first().cloned().unwrap_or_default();
-    json!({
-        "id": answer.id,
-        "task": answer.task,
-        "class": answer.class.first(),
-        "label": first(&answer.label),
-        "scores": answer.scores.first(),
-        "models": answer.models,
-        "votes": answer.votes.iter().map(|v| json!({
-            "model": v.model,
-            "class": v.class.first(),
-            "label": first(&v.label),
-            "weight": v.weight.first(),
-        })).collect::<Vec<_>>(),
-        "failed": answer.failed,
-        "scheme": answer.scheme,
-        "cache_hit": answer.cache_hit,
-        "degraded": answer.degraded,
-        "interval": answer.interval,
-        "master_us": answer.master_us,
-        "wait_us": answer.wait_us,
-    })
+    let mut fields = provenance(answer);
+    fields.insert("id".into(), json!(answer.id));
+    fields.insert("task".into(), json!(answer.task));
+    fields.insert("class".into(), json!(answer.class.first()));
+    fields.insert("label".into(), json!(first(&answer.label)));
+    fields.insert("scores".into(), json!(answer.scores.first()));
+    let votes: Vec<Value> = answer
+        .votes
+        .iter()
+        .map(|v| {
+            json!({
+                "model": v.model,
+                "class": v.class.first(),
+                "label": first(&v.label),
+                "weight": v.weight.first(),
+            })
+        })
+        .collect();
+    fields.insert("votes".into(), Value::Array(votes));
+    Value::Object(fields)
 }
 
 /// Reads form fields as strings and the `image` part as bytes, within the body limit.
