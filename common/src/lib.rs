@@ -3,6 +3,7 @@
 //! async runtime live here, so the simulator and the tests can use it as plain data.
 
 pub mod batching;
+pub mod catalog;
 pub mod control;
 pub mod error;
 pub mod oip;
