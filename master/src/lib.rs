@@ -9,6 +9,7 @@ pub mod estimate;
 pub mod http;
 pub mod metrics;
 pub mod packing;
+pub mod predict;
 pub mod registry;
 pub mod request;
 pub mod selection;
