@@ -1,6 +1,7 @@
 //! The Cocktail-rs master. Pure policies (`estimate`, `selection`, `voting`, `packing`)
 //! are shared with the simulator; the rest is the live request path.
 
+pub mod autoscale;
 pub mod cache;
 pub mod config;
 pub mod dispatch;

@@ -1,0 +1,378 @@
+//! The autoscaler and the procurement policy (Cocktail §4.2, Algorithm 2), as pure code:
+//! the live controller and the simulator pass in the pools as they are and the predicted
+//! load, and carry out the decisions.
+//!
+//! - Importance sampling: a pool's weight is its share of the requests of the last
+//!   window (5 minutes); its demand is the predicted load times its weight.
+//! - Procurement: `An = demand − Cr`, with `Cr` the capacity of the pool's instances
+//!   (those still provisioning included). The type chosen minimises the cost of covering
+//!   `An`: `price × ⌈An / capacity⌉`; a GPU only when `An` fills its capacity.
+//! - Recycling: instances idle for the timeout go, as long as the rest still covers the
+//!   demand and the pool keeps its minimum.
+//! - Reactive: a pool whose SLO violations over the last check exceed the threshold gets
+//!   one more instance at once, whatever the prediction says.
+//!
+//! Capacity is in requests per second: an instance with packing factor `Pf` serves `Pf`
+//! requests at once, each taking the model's latency plus the per-request overhead
+//! (HTTP, preprocessing), so it completes `Pf × 1000 / (latency_ms + overhead_ms)` per
+//! second (Little's law).
+
+use serde::Serialize;
+
+/// A running or provisioning instance, as the autoscaler sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceState {
+    pub id: String,
+    pub instance_type: String,
+    pub spot: bool,
+    pub packing_factor: u32,
+    /// Seconds since it last served a request (since launch if never).
+    pub idle_s: f64,
+}
+
+/// One model's pool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolState {
+    pub model: String,
+    /// The model's single-request latency (profile).
+    pub latency_ms: f64,
+    /// Requests that used this pool during the importance window.
+    pub requests: u64,
+    pub instances: Vec<InstanceState>,
+    /// Share of this pool's recent requests that missed their deadline.
+    pub slo_violations: f64,
+}
+
+/// An instance type the pool could get now, with its packing factor for the model and
+/// its current price (spot when the spot price is under the bid, else on-demand).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offer {
+    pub instance_type: String,
+    pub packing_factor: u32,
+    pub price_per_hour: f64,
+    pub spot: bool,
+    pub gpu: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AutoscaleConfig {
+    /// Per-request time beyond inference (HTTP, preprocessing), in ms.
+    pub overhead_ms: f64,
+    /// Instances idle this long are recycled (Cocktail: 10 minutes).
+    pub idle_timeout_s: f64,
+    /// Instances every pool keeps.
+    pub min_instances: usize,
+    /// SLO violation share that triggers a reactive scale-up.
+    pub slo_threshold: f64,
+}
+
+impl Default for AutoscaleConfig {
+    fn default() -> Self {
+        Self {
+            overhead_ms: 0.5,
+            idle_timeout_s: 600.0,
+            min_instances: 1,
+            slo_threshold: 0.05,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    Launch {
+        instance_type: String,
+        count: u32,
+        spot: bool,
+        price_per_hour: f64,
+    },
+    Terminate {
+        id: String,
+    },
+}
+
+/// One decision with everything that led to it, kept for `/v1/decisions`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub pool: String,
+    pub action: Action,
+    pub weight: f64,
+    /// Requests per second the pool must serve, and what it can serve now.
+    pub demand: f64,
+    pub capacity: f64,
+    pub reason: String,
+}
+
+/// Requests per second one instance serves.
+pub fn capacity(packing_factor: u32, latency_ms: f64, config: &AutoscaleConfig) -> f64 {
+    f64::from(packing_factor) * 1000.0 / (latency_ms + config.overhead_ms).max(1e-6)
+}
+
+/// The cheapest way to add `needed` requests per second: `(offer, count)`.
+pub fn procure<'a>(
+    needed: f64,
+    latency_ms: f64,
+    offers: &'a [Offer],
+    config: &AutoscaleConfig,
+) -> Option<(&'a Offer, u32)> {
+    offers
+        .iter()
+        .filter(|o| o.packing_factor > 0)
+        .filter_map(|o| {
+            let per = capacity(o.packing_factor, latency_ms, config);
+            // A GPU only pays off when the load fills it (Cocktail §4.2.1).
+            if o.gpu && needed < per {
+                return None;
+            }
+            let count = (needed / per).ceil().max(1.0);
+            Some((o, count as u32, o.price_per_hour * count))
+        })
+        .min_by(|a, b| {
+            a.2.total_cmp(&b.2)
+                .then(a.0.instance_type.cmp(&b.0.instance_type))
+        })
+        .map(|(o, count, _)| (o, count))
+}
+
+/// One autoscaling interval (Algorithm 2): `predicted` is the load (requests per second)
+/// expected when new instances would be ready; `offers(pool)` lists what each pool can get.
+pub fn plan(
+    predicted: f64,
+    pools: &[PoolState],
+    offers: &dyn Fn(&PoolState) -> Vec<Offer>,
+    config: &AutoscaleConfig,
+) -> Vec<Decision> {
+    let total: u64 = pools.iter().map(|p| p.requests).sum();
+    let mut decisions = Vec::new();
+    for pool in pools {
+        let weight = if total == 0 {
+            0.0
+        } else {
+            pool.requests as f64 / total as f64
+        };
+        let demand = predicted.max(0.0) * weight;
+        let capacity_now: f64 = pool
+            .instances
+            .iter()
+            .map(|i| capacity(i.packing_factor, pool.latency_ms, config))
+            .sum();
+        let missing = config.min_instances.saturating_sub(pool.instances.len());
+        let needed = demand - capacity_now;
+        if needed > 0.0 || missing > 0 {
+            let offers = offers(pool);
+            let target = if needed > 0.0 { needed } else { 0.0 };
+            if let Some((offer, count)) = procure(
+                target.max(f64::MIN_POSITIVE),
+                pool.latency_ms,
+                &offers,
+                config,
+            ) {
+                let count = count.max(missing as u32);
+                decisions.push(Decision {
+                    pool: pool.model.clone(),
+                    action: Action::Launch {
+                        instance_type: offer.instance_type.clone(),
+                        count,
+                        spot: offer.spot,
+                        price_per_hour: offer.price_per_hour,
+                    },
+                    weight,
+                    demand,
+                    capacity: capacity_now,
+                    reason: if needed > 0.0 {
+                        format!(
+                            "predicted {predicted:.1} req/s × weight {weight:.2} = {demand:.1} req/s exceeds capacity {capacity_now:.1}; cheapest cover: {count} × {} at ${:.4}/h ({})",
+                            offer.instance_type,
+                            offer.price_per_hour,
+                            if offer.spot { "spot" } else { "on-demand" }
+                        )
+                    } else {
+                        format!("pool below its minimum of {} instance(s)", config.min_instances)
+                    },
+                });
+            }
+            continue;
+        }
+        // Recycle idle instances the demand does not need, most idle first.
+        let mut idle: Vec<&InstanceState> = pool
+            .instances
+            .iter()
+            .filter(|i| i.idle_s >= config.idle_timeout_s)
+            .collect();
+        idle.sort_by(|a, b| b.idle_s.total_cmp(&a.idle_s).then(a.id.cmp(&b.id)));
+        let mut remaining = capacity_now;
+        let mut kept = pool.instances.len();
+        for instance in idle {
+            let own = capacity(instance.packing_factor, pool.latency_ms, config);
+            if kept <= config.min_instances || remaining - own < demand {
+                break;
+            }
+            remaining -= own;
+            kept -= 1;
+            decisions.push(Decision {
+                pool: pool.model.clone(),
+                action: Action::Terminate {
+                    id: instance.id.clone(),
+                },
+                weight,
+                demand,
+                capacity: capacity_now,
+                reason: format!(
+                    "idle {:.0} s (timeout {:.0} s); the rest covers {demand:.1} req/s",
+                    instance.idle_s, config.idle_timeout_s
+                ),
+            });
+        }
+    }
+    decisions
+}
+
+/// The reactive check (every 10 s): one more instance for each pool violating its SLO.
+pub fn react(
+    pools: &[PoolState],
+    offers: &dyn Fn(&PoolState) -> Vec<Offer>,
+    config: &AutoscaleConfig,
+) -> Vec<Decision> {
+    pools
+        .iter()
+        .filter(|p| p.slo_violations > config.slo_threshold)
+        .filter_map(|pool| {
+            let offers = offers(pool);
+            let capacity_now: f64 = pool
+                .instances
+                .iter()
+                .map(|i| capacity(i.packing_factor, pool.latency_ms, config))
+                .sum();
+            // One instance's worth: the smallest cover of any extra load.
+            let (offer, _) = procure(f64::MIN_POSITIVE, pool.latency_ms, &offers, config)?;
+            Some(Decision {
+                pool: pool.model.clone(),
+                action: Action::Launch {
+                    instance_type: offer.instance_type.clone(),
+                    count: 1,
+                    spot: offer.spot,
+                    price_per_hour: offer.price_per_hour,
+                },
+                weight: 0.0,
+                demand: capacity_now,
+                capacity: capacity_now,
+                reason: format!(
+                    "{:.1} % of requests missed their deadline (threshold {:.1} %)",
+                    pool.slo_violations * 100.0,
+                    config.slo_threshold * 100.0
+                ),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer(name: &str, pf: u32, price: f64, gpu: bool) -> Offer {
+        Offer {
+            instance_type: name.into(),
+            packing_factor: pf,
+            price_per_hour: price,
+            spot: true,
+            gpu,
+        }
+    }
+
+    fn offers(_: &PoolState) -> Vec<Offer> {
+        vec![
+            offer("small", 2, 0.05, false),
+            offer("big", 8, 0.18, false),
+            offer("gpu", 64, 0.20, true),
+        ]
+    }
+
+    const CONFIG: AutoscaleConfig = AutoscaleConfig {
+        overhead_ms: 0.0,
+        idle_timeout_s: 600.0,
+        min_instances: 1,
+        slo_threshold: 0.05,
+    };
+
+    fn pool(model: &str, requests: u64, instances: usize, idle_s: f64) -> PoolState {
+        PoolState {
+            model: model.into(),
+            latency_ms: 10.0, // Pf 1 serves 100 req/s
+            requests,
+            instances: (0..instances)
+                .map(|i| InstanceState {
+                    id: format!("{model}-{i}"),
+                    instance_type: "small".into(),
+                    spot: true,
+                    packing_factor: 2,
+                    idle_s,
+                })
+                .collect(),
+            slo_violations: 0.0,
+        }
+    }
+
+    #[test]
+    fn procurement_covers_the_need_at_the_least_cost_and_gpus_only_when_filled() {
+        let offers = offers(&pool("m", 0, 0, 0.0));
+        // 300 req/s: small (200/s) × 2 = $0.10, big (800/s) × 1 = $0.18 → small.
+        let (o, n) = procure(300.0, 10.0, &offers, &CONFIG).unwrap();
+        assert_eq!((o.instance_type.as_str(), n), ("small", 2));
+        // 1,500 req/s: small × 8 = $0.40, big × 2 = $0.36, gpu (6,400/s) not filled.
+        let (o, n) = procure(1500.0, 10.0, &offers, &CONFIG).unwrap();
+        assert_eq!((o.instance_type.as_str(), n), ("big", 2));
+        // 6,400 req/s fills the GPU: $0.20 beats big × 8 = $1.44.
+        let (o, n) = procure(6400.0, 10.0, &offers, &CONFIG).unwrap();
+        assert_eq!((o.instance_type.as_str(), n), ("gpu", 1));
+    }
+
+    #[test]
+    fn popular_pools_get_capacity_in_proportion_to_their_weight() {
+        // 1,000 req/s predicted; a is in 90 % of requests, b in 10 %. Each has 200 req/s.
+        let pools = [pool("a", 900, 1, 0.0), pool("b", 100, 1, 0.0)];
+        let decisions = plan(1000.0, &pools, &offers, &CONFIG);
+        assert_eq!(decisions.len(), 1, "{decisions:?}");
+        let d = &decisions[0];
+        assert_eq!(d.pool, "a");
+        assert!((d.weight - 0.9).abs() < 1e-9 && (d.demand - 900.0).abs() < 1e-9);
+        // 700 req/s more: small × 4 = $0.20 vs big × 1 = $0.18.
+        assert!(
+            matches!(&d.action, Action::Launch { instance_type, count: 1, .. } if instance_type == "big")
+        );
+        assert!(d.reason.contains("weight 0.90"), "{}", d.reason);
+    }
+
+    #[test]
+    fn idle_instances_are_recycled_down_to_what_demand_and_the_minimum_need() {
+        // 4 idle instances of 200 req/s; demand 300 req/s keeps two.
+        let pools = [pool("a", 10, 4, 900.0)];
+        let decisions = plan(300.0, &pools, &offers, &CONFIG);
+        let terminated: Vec<_> = decisions
+            .iter()
+            .filter(|d| matches!(d.action, Action::Terminate { .. }))
+            .collect();
+        assert_eq!(terminated.len(), 2, "{decisions:?}");
+        // No demand at all: down to the minimum of one.
+        let decisions = plan(0.0, &[pool("a", 0, 4, 900.0)], &offers, &CONFIG);
+        assert_eq!(decisions.len(), 3);
+        // Busy instances stay.
+        assert!(plan(0.0, &[pool("a", 0, 4, 10.0)], &offers, &CONFIG).is_empty());
+        // An empty pool gets its minimum back.
+        let decisions = plan(0.0, &[pool("a", 0, 0, 0.0)], &offers, &CONFIG);
+        assert!(matches!(
+            &decisions[0].action,
+            Action::Launch { count: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn slo_violations_add_an_instance_at_once() {
+        let mut hot = pool("a", 10, 1, 0.0);
+        hot.slo_violations = 0.2;
+        let decisions = react(&[hot, pool("b", 10, 1, 0.0)], &offers, &CONFIG);
+        assert_eq!(decisions.len(), 1);
+        assert_eq!(decisions[0].pool, "a");
+        assert!(decisions[0].reason.contains("20.0 %"));
+    }
+}
