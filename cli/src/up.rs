@@ -1,7 +1,8 @@
 //! `cocktail up`: the whole system on this machine on embedded defaults. It starts the
-//! master and one worker process per zoo model (each registering with the master), waits
-//! until every worker is ready, prints the URL and example requests, and on Ctrl-C (or
-//! SIGTERM) stops everything: workers drain and deregister, then the master stops.
+//! master with its resource controller on the local provider, which launches one worker
+//! process per zoo model (each registers with the master); it waits until every worker
+//! is ready, prints the URL and example requests, and on Ctrl-C (or SIGTERM) stops the
+//! master, which terminates its workers (they drain and deregister).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -26,9 +27,12 @@ pub struct UpArgs {
     /// Only these models (comma-separated); default: every model of the zoo.
     #[arg(long, value_delimiter = ',')]
     models: Vec<String>,
-    /// ONNX Runtime intra-op threads per worker.
+    /// ONNX Runtime intra-op threads per worker, at most.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Extra flags for the master, e.g. `--master-arg=--predictor=holt-winters`.
+    #[arg(long = "master-arg", allow_hyphen_values = true)]
+    master_args: Vec<String>,
     /// Share the model cache through this Redis (default: in the master's memory).
     #[arg(long)]
     redis_url: Option<String>,
@@ -62,8 +66,11 @@ struct Running {
 }
 
 impl Running {
-    async fn start(name: &str, program: &Path, args: &[String]) -> anyhow::Result<(Self, String)> {
-        let mut command = Command::new(program);
+    async fn start(
+        name: &str,
+        mut command: Command,
+        args: &[String],
+    ) -> anyhow::Result<(Self, String)> {
         if std::env::var_os("RUST_LOG").is_none() {
             // Twenty-odd processes share this terminal: only what needs attention.
             command.env("RUST_LOG", "warn");
@@ -74,7 +81,7 @@ impl Running {
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("starting {}", program.display()))?;
+            .with_context(|| format!("starting {name}"))?;
         let stdout = child.stdout.take().context("no stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
@@ -136,53 +143,39 @@ async fn up(
     models: &[String],
     args: &UpArgs,
 ) -> anyhow::Result<()> {
-    let zoo_arg = zoo_path.display().to_string();
     let mut master_args = vec![
         "--host".into(),
         args.host.clone(),
         "--port".into(),
         args.port.to_string(),
         "--zoo".into(),
-        zoo_arg.clone(),
+        zoo_path.display().to_string(),
+        "--provider".into(),
+        "local".into(),
+        "--provisioning-delay-ms".into(),
+        "0".into(),
+        "--max-threads".into(),
+        args.threads.max(1).to_string(),
+        "--models".into(),
+        models.join(","),
+        "--worker-bin".into(),
+        sibling("cocktail-worker")?.display().to_string(),
     ];
     if let Some(url) = &args.redis_url {
         master_args.extend(["--redis-url".into(), url.clone()]);
     }
-    let (mut master, url) = Running::start(
-        "cocktail-master",
-        &sibling("cocktail-master")?,
-        &master_args,
-    )
-    .await?;
-    let worker_bin = sibling("cocktail-worker")?;
+    master_args.extend(args.master_args.iter().cloned());
+    let mut command = Command::new(sibling("cocktail-master")?);
+    if let Some(lib) = ort_lib {
+        // The workers the master launches find ONNX Runtime through the environment.
+        command.env("ORT_DYLIB_PATH", lib);
+    }
+    let (mut master, url) = Running::start("cocktail-master", command, &master_args).await?;
     let bar = ProgressBar::new(models.len() as u64).with_style(
         ProgressStyle::with_template("{msg:>12} [{bar:30}] {pos}/{len} workers ready ({elapsed})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    bar.set_message("starting");
-    let mut workers = Vec::with_capacity(models.len());
-    for model in models {
-        let mut worker_args = vec![
-            "--model".into(),
-            model.clone(),
-            "--host".into(),
-            args.host.clone(),
-            "--port".into(),
-            "0".into(),
-            "--zoo".into(),
-            zoo_arg.clone(),
-            "--threads".into(),
-            args.threads.to_string(),
-            "--master".into(),
-            url.clone(),
-        ];
-        if let Some(lib) = ort_lib {
-            worker_args.extend(["--ort-lib".into(), lib.display().to_string()]);
-        }
-        let (worker, _) = Running::start(model, &worker_bin, &worker_args).await?;
-        workers.push(worker);
-    }
-    bar.set_message("registering");
+    bar.set_message("launching");
     wait_until_registered(
         &url,
         models,
@@ -193,24 +186,15 @@ async fn up(
     bar.finish_with_message("ready");
     print_welcome(&url, zoo);
 
-    let mut master_exited = false;
     tokio::select! {
-        _ = shutdown_signal() => {}
-        status = master.child.wait() => {
-            master_exited = true;
-            eprintln!("the master exited ({status:?}); stopping the workers");
+        _ = shutdown_signal() => {
+            eprintln!("stopping: the master drains and terminates its workers");
+            master.terminate();
+            master.wait(Duration::from_secs(60)).await;
         }
-    }
-    eprintln!("stopping: workers drain first, then the master");
-    for worker in &workers {
-        worker.terminate();
-    }
-    for worker in &mut workers {
-        worker.wait(Duration::from_secs(35)).await;
-    }
-    if !master_exited {
-        master.terminate();
-        master.wait(Duration::from_secs(35)).await;
+        status = master.child.wait() => {
+            eprintln!("the master exited ({status:?})");
+        }
     }
     eprintln!("stopped");
     Ok(())

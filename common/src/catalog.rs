@@ -182,6 +182,12 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// A uniform number in [0, 1) that is a pure function of `(seed, counter)`: the chaos of
+/// the local provider and the simulator replay exactly for a seed.
+pub fn unit_random(seed: u64, counter: u64) -> f64 {
+    (mix(seed ^ mix(counter)) >> 11) as f64 / (1_u64 << 53) as f64
+}
+
 fn name_hash(name: &str) -> u64 {
     name.bytes().fold(0xCBF2_9CE4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)

@@ -135,20 +135,24 @@ pub fn procure<'a>(
 }
 
 /// One autoscaling interval (Algorithm 2): `predicted` is the load (requests per second)
-/// expected when new instances would be ready; `offers(pool)` lists what each pool can get.
+/// expected when new instances would be ready, `total_requests` the requests of the
+/// importance window (an ensemble request counts once there and once in each of its
+/// members' pools, so a pool in every ensemble has weight 1); `offers(pool)` lists what
+/// each pool can get.
 pub fn plan(
     predicted: f64,
+    total_requests: u64,
     pools: &[PoolState],
     offers: &dyn Fn(&PoolState) -> Vec<Offer>,
     config: &AutoscaleConfig,
 ) -> Vec<Decision> {
-    let total: u64 = pools.iter().map(|p| p.requests).sum();
+    let total = total_requests;
     let mut decisions = Vec::new();
     for pool in pools {
         let weight = if total == 0 {
             0.0
         } else {
-            pool.requests as f64 / total as f64
+            (pool.requests as f64 / total as f64).min(1.0)
         };
         let demand = predicted.max(0.0) * weight;
         let capacity_now: f64 = pool
@@ -331,7 +335,7 @@ mod tests {
     fn popular_pools_get_capacity_in_proportion_to_their_weight() {
         // 1,000 req/s predicted; a is in 90 % of requests, b in 10 %. Each has 200 req/s.
         let pools = [pool("a", 900, 1, 0.0), pool("b", 100, 1, 0.0)];
-        let decisions = plan(1000.0, &pools, &offers, &CONFIG);
+        let decisions = plan(1000.0, 1000, &pools, &offers, &CONFIG);
         assert_eq!(decisions.len(), 1, "{decisions:?}");
         let d = &decisions[0];
         assert_eq!(d.pool, "a");
@@ -347,19 +351,19 @@ mod tests {
     fn idle_instances_are_recycled_down_to_what_demand_and_the_minimum_need() {
         // 4 idle instances of 200 req/s; demand 300 req/s keeps two.
         let pools = [pool("a", 10, 4, 900.0)];
-        let decisions = plan(300.0, &pools, &offers, &CONFIG);
+        let decisions = plan(300.0, 10, &pools, &offers, &CONFIG);
         let terminated: Vec<_> = decisions
             .iter()
             .filter(|d| matches!(d.action, Action::Terminate { .. }))
             .collect();
         assert_eq!(terminated.len(), 2, "{decisions:?}");
         // No demand at all: down to the minimum of one.
-        let decisions = plan(0.0, &[pool("a", 0, 4, 900.0)], &offers, &CONFIG);
+        let decisions = plan(0.0, 0, &[pool("a", 0, 4, 900.0)], &offers, &CONFIG);
         assert_eq!(decisions.len(), 3);
         // Busy instances stay.
-        assert!(plan(0.0, &[pool("a", 0, 4, 10.0)], &offers, &CONFIG).is_empty());
+        assert!(plan(0.0, 0, &[pool("a", 0, 4, 10.0)], &offers, &CONFIG).is_empty());
         // An empty pool gets its minimum back.
-        let decisions = plan(0.0, &[pool("a", 0, 0, 0.0)], &offers, &CONFIG);
+        let decisions = plan(0.0, 0, &[pool("a", 0, 0, 0.0)], &offers, &CONFIG);
         assert!(matches!(
             &decisions[0].action,
             Action::Launch { count: 1, .. }

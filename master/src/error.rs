@@ -35,6 +35,10 @@ pub enum MasterError {
     },
     #[error("no ensemble member answered: {}", summary(.0))]
     AllMembersFailed(Vec<MemberFailure>),
+    #[error("this master runs without a resource controller (start it with `--provider local`)")]
+    NoController,
+    #[error("the cloud provider failed: {0}")]
+    Provider(String),
     #[error(transparent)]
     Common(#[from] CommonError),
     #[error("{0}")]
@@ -69,6 +73,8 @@ impl MasterError {
             Self::NoWorkers { .. } => "no_workers",
             Self::Rejected { error_type, .. } => error_type,
             Self::AllMembersFailed(_) => "members_failed",
+            Self::NoController => "no_controller",
+            Self::Provider(_) => "provider",
             Self::Common(_) | Self::Internal(_) => "internal",
         }
     }

@@ -4,6 +4,7 @@
 pub mod autoscale;
 pub mod cache;
 pub mod config;
+pub mod controller;
 pub mod dispatch;
 pub mod error;
 pub mod estimate;
@@ -11,13 +12,16 @@ pub mod http;
 pub mod metrics;
 pub mod packing;
 pub mod predict;
+pub mod provider;
 pub mod registry;
 pub mod request;
 pub mod selection;
 pub mod server;
 pub mod service;
 pub mod state;
+pub mod store;
 pub mod tasks;
+pub mod usage;
 pub mod voting;
 
 pub use config::{Interval, MasterConfig};

@@ -7,7 +7,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use cocktail_common::catalog::Catalog;
+use cocktail_master::autoscale::AutoscaleConfig;
+use cocktail_master::controller::ControllerConfig;
+use cocktail_master::provider::local::LocalConfig;
 use cocktail_master::selection::SelectionConfig;
+use cocktail_master::server::Resources;
 use cocktail_master::voting::Scheme;
 use cocktail_master::{Interval, MasterConfig};
 use tracing_subscriber::EnvFilter;
@@ -62,6 +67,136 @@ struct Args {
     /// HTTP worker threads.
     #[arg(long, env = "COCKTAIL_HTTP_WORKERS", default_value_t = 2)]
     http_workers: usize,
+    #[command(flatten)]
+    resources: ResourceArgs,
+}
+
+/// The resource controller (off unless `--provider` is given).
+#[derive(Debug, clap::Args)]
+struct ResourceArgs {
+    /// Where instances come from: `local` (worker processes on this host).
+    #[arg(long, env = "COCKTAIL_PROVIDER")]
+    provider: Option<String>,
+    /// Seconds between predictive autoscaling steps (Ts).
+    #[arg(long, env = "COCKTAIL_CONTROLLER_INTERVAL_S", default_value_t = 60.0)]
+    controller_interval_s: f64,
+    /// Seconds between SLO-violation checks.
+    #[arg(long, env = "COCKTAIL_REACTIVE_INTERVAL_S", default_value_t = 10.0)]
+    reactive_interval_s: f64,
+    /// Seconds ahead the load is predicted (Tp).
+    #[arg(long, env = "COCKTAIL_HORIZON_S", default_value_t = 600.0)]
+    horizon_s: f64,
+    /// Seconds of requests the importance weights come from.
+    #[arg(long, env = "COCKTAIL_IMPORTANCE_WINDOW_S", default_value_t = 300.0)]
+    importance_window_s: f64,
+    /// Load predictor: mwa, ewma, linear or holt-winters.
+    #[arg(long, env = "COCKTAIL_PREDICTOR", default_value = "ewma")]
+    predictor: String,
+    /// Seconds an instance may stay idle before it is recycled.
+    #[arg(long, env = "COCKTAIL_IDLE_TIMEOUT_S", default_value_t = 600.0)]
+    idle_timeout_s: f64,
+    /// Instances every managed pool keeps.
+    #[arg(long, env = "COCKTAIL_MIN_INSTANCES", default_value_t = 1)]
+    min_instances: usize,
+    /// Per-request time beyond inference, in ms, used to turn Pf into requests per second.
+    #[arg(long, env = "COCKTAIL_OVERHEAD_MS", default_value_t = 0.5)]
+    overhead_ms: f64,
+    /// Share of deadline misses that triggers a reactive scale-up.
+    #[arg(long, env = "COCKTAIL_SLO_THRESHOLD", default_value_t = 0.05)]
+    slo_threshold: f64,
+    /// Buy on-demand only (default: spot whenever its price is under the bid).
+    #[arg(long, env = "COCKTAIL_ON_DEMAND")]
+    on_demand: bool,
+    /// Instance types the controller may buy (comma-separated; default: the whole catalog).
+    #[arg(long, env = "COCKTAIL_INSTANCE_TYPES", value_delimiter = ',')]
+    instance_types: Vec<String>,
+    /// Models whose pools are managed (comma-separated; default: every zoo model).
+    #[arg(long, env = "COCKTAIL_MODELS", value_delimiter = ',')]
+    models: Vec<String>,
+    /// The instance catalog (default: the embedded one).
+    #[arg(long, env = "COCKTAIL_CATALOG")]
+    catalog: Option<PathBuf>,
+    /// Local provider: milliseconds between a launch and the worker starting.
+    #[arg(long, env = "COCKTAIL_PROVISIONING_DELAY_MS", default_value_t = 3000)]
+    provisioning_delay_ms: u64,
+    /// Local provider: most intra-op threads per worker (default: this host's cores).
+    #[arg(long, env = "COCKTAIL_MAX_THREADS")]
+    max_threads: Option<usize>,
+    /// Local provider: spot revocations per instance-hour beyond the price's.
+    #[arg(long, env = "COCKTAIL_REVOCATIONS_PER_HOUR", default_value_t = 0.0)]
+    revocations_per_hour: f64,
+    /// Local provider: seconds of notice before a revoked instance goes (default: the
+    /// catalog's, 120).
+    #[arg(long, env = "COCKTAIL_SPOT_NOTICE_S")]
+    spot_notice_s: Option<f64>,
+    /// Seed of the spot prices and the chaos.
+    #[arg(long, env = "COCKTAIL_SEED", default_value_t = 1)]
+    seed: u64,
+    /// The worker binary the local provider starts (default: next to this one).
+    #[arg(long, env = "COCKTAIL_WORKER_BIN")]
+    worker_bin: Option<PathBuf>,
+}
+
+fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
+    if !(value > 0.0 && value.is_finite()) {
+        anyhow::bail!("`--{flag}` must be a positive number of seconds");
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<Resources>> {
+    match args.provider.as_deref() {
+        None => return Ok(None),
+        Some("local") => {}
+        Some(other) => anyhow::bail!("`--provider` must be `local`; given `{other}`"),
+    }
+    let catalog = match &args.catalog {
+        Some(path) => Catalog::load(path)?,
+        None => Catalog::embedded()?,
+    };
+    let worker_bin = match args.worker_bin {
+        Some(path) => path,
+        None => std::env::current_exe()?.with_file_name("cocktail-worker"),
+    };
+    if !worker_bin.is_file() {
+        anyhow::bail!(
+            "{} is missing: build it with `cargo build --workspace --bins`",
+            worker_bin.display()
+        );
+    }
+    let notice = args.spot_notice_s.unwrap_or(catalog.spot.notice_seconds);
+    Ok(Some(Resources {
+        controller: ControllerConfig {
+            interval: seconds(args.controller_interval_s, "controller-interval-s")?,
+            reactive_interval: seconds(args.reactive_interval_s, "reactive-interval-s")?,
+            horizon: seconds(args.horizon_s, "horizon-s")?,
+            importance_window: seconds(args.importance_window_s, "importance-window-s")?,
+            predictor: args.predictor,
+            autoscale: AutoscaleConfig {
+                overhead_ms: args.overhead_ms.max(0.0),
+                idle_timeout_s: args.idle_timeout_s.max(0.0),
+                min_instances: args.min_instances,
+                slo_threshold: args.slo_threshold.clamp(0.0, 1.0),
+            },
+            spot: !args.on_demand,
+            instance_types: args.instance_types,
+            models: args.models,
+        },
+        local: LocalConfig {
+            worker_bin,
+            master_url: String::new(),
+            zoo,
+            provisioning_delay: Duration::from_millis(args.provisioning_delay_ms),
+            max_threads: args
+                .max_threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+                .max(1),
+            revocations_per_hour: args.revocations_per_hour.max(0.0),
+            notice: seconds(notice.max(0.001), "spot-notice-s")?,
+            seed: args.seed,
+        },
+        catalog,
+    }))
 }
 
 fn main() -> ExitCode {
@@ -93,6 +228,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     if !(args.latency_margin_ms >= 0.0 && args.accuracy_margin >= 0.0) {
         anyhow::bail!("`--latency-margin-ms` and `--accuracy-margin` must not be negative");
     }
+    let resources = resources(args.resources, args.zoo.clone())?;
     let config = MasterConfig {
         zoo: args.zoo,
         redis_url: args.redis_url,
@@ -122,6 +258,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         config,
         listener,
         Some(prometheus),
+        resources,
     ))?;
     Ok(())
 }

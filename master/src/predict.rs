@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-pub trait Predictor: Send {
+pub trait Predictor: Send + std::fmt::Debug {
     fn name(&self) -> &'static str;
     /// The rate measured over the interval that just ended.
     fn observe(&mut self, rate: f64);

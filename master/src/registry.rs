@@ -29,6 +29,8 @@ pub struct Instance {
     draining: AtomicBool,
     down: AtomicBool,
     last_seen: Mutex<Instant>,
+    /// When a request last took a slot (registration time before that).
+    last_used: Mutex<Instant>,
 }
 
 impl Instance {
@@ -111,6 +113,8 @@ impl Pool {
                 if let Some(choice) = packing::choose(slots.iter().copied()) {
                     let instance = candidates[choice];
                     if instance.try_take() {
+                        *instance.last_used.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Instant::now();
                         return Ok(Lease {
                             instance: Arc::clone(instance),
                             pool: Arc::clone(self),
@@ -155,6 +159,8 @@ pub struct InstanceView {
     pub draining: bool,
     pub down: bool,
     pub last_seen_ms: u64,
+    /// Milliseconds since a request last took one of its slots.
+    pub idle_ms: u64,
 }
 
 impl Registry {
@@ -179,6 +185,7 @@ impl Registry {
             draining: AtomicBool::new(false),
             down: AtomicBool::new(false),
             last_seen: Mutex::new(Instant::now()),
+            last_used: Mutex::new(Instant::now()),
         });
         self.remove(&registration.id);
         let pool = {
@@ -277,10 +284,25 @@ impl Registry {
                     .unwrap_or_else(|p| p.into_inner())
                     .elapsed()
                     .as_millis() as u64,
+                idle_ms: i
+                    .last_used
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .elapsed()
+                    .as_millis() as u64,
             })
             .collect();
         all.sort_by(|a, b| a.model.cmp(&b.model).then(a.id.cmp(&b.id)));
         all
+    }
+
+    /// Whether an instance of `model` other than `id` can take work.
+    pub fn serves_besides(&self, model: &str, id: &str) -> bool {
+        self.pool(model).is_some_and(|p| {
+            p.instances()
+                .iter()
+                .any(|i| i.id != id && i.slots().available)
+        })
     }
 
     /// Whether some instance of `model` can take work now or soon.

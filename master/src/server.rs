@@ -1,22 +1,38 @@
-//! Starting a master: build the service, serve HTTP, and keep the registry and the
-//! in-process cache tidy in the background.
+//! Starting a master: build the service, optionally the resource controller with its
+//! provider, serve HTTP, and keep the registry and the in-process cache tidy.
 
 use std::net::TcpListener;
 use std::sync::Arc;
 
 use actix_web::{App, HttpServer, web};
+use cocktail_common::Zoo;
+use cocktail_common::catalog::Catalog;
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::controller::{Controller, ControllerConfig};
 use crate::http::{AppState, configure};
+use crate::provider::local::{LocalConfig, LocalProvider};
+use crate::store::{MemoryStore, Store};
 use crate::{Master, MasterConfig, MasterError};
+
+/// The resource controller's setup, when the master manages its own instances.
+#[derive(Debug, Clone)]
+pub struct Resources {
+    pub controller: ControllerConfig,
+    pub catalog: Catalog,
+    /// The local provider's settings; its `master_url` is filled in from the listener.
+    pub local: LocalConfig,
+}
 
 /// Serves on `listener` until SIGINT or SIGTERM; must run inside an actix `System`.
 pub async fn serve(
     config: MasterConfig,
     listener: TcpListener,
     prometheus: Option<PrometheusHandle>,
+    resources: Option<Resources>,
 ) -> Result<(), MasterError> {
     let http_workers = config.http_workers.max(1);
+    let zoo_path = config.zoo.clone();
     let master = Arc::new(Master::new(config)?);
     let janitor = {
         let master = Arc::clone(&master);
@@ -29,16 +45,74 @@ pub async fn serve(
             }
         })
     };
-    let state = web::Data::new(AppState { master, prometheus });
+    let controller = match resources {
+        None => None,
+        Some(mut resources) => {
+            let mut address = listener
+                .local_addr()
+                .map_err(|e| MasterError::Internal(format!("listener: {e}")))?;
+            if address.ip().is_unspecified() {
+                address.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            resources.local.master_url = format!("http://{address}");
+            let zoo = Zoo::load(Zoo::locate(zoo_path.as_deref())?)?;
+            let provider = LocalProvider::start(resources.local, resources.catalog.clone());
+            let store: Arc<dyn Store> = Arc::new(MemoryStore::new(10_000));
+            let controller = Controller::new(
+                Arc::clone(&master),
+                provider,
+                resources.catalog,
+                &zoo,
+                store,
+                resources.controller,
+            )?;
+            controller.spawn();
+            Some(controller)
+        }
+    };
+    let state = web::Data::new(AppState {
+        master,
+        prometheus,
+        controller: controller.clone(),
+    });
     let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(configure))
         .workers(http_workers)
+        .disable_signals()
         .shutdown_timeout(30)
         .listen(listener)
         .map_err(|e| MasterError::Internal(format!("listen: {e}")))?
         .run();
+    let handle = server.handle();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        // Workers this master launched go first, while it still answers their goodbyes.
+        if let Some(controller) = controller {
+            tracing::info!("stopping: terminating the instances this master launched");
+            controller.shutdown().await;
+        }
+        handle.stop(true).await;
+    });
     let result = server
         .await
         .map_err(|e| MasterError::Internal(format!("HTTP server: {e}")));
     janitor.abort();
     result
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }

@@ -21,6 +21,7 @@ use crate::request::ValidRequest;
 use crate::selection::{self, Adjustment, Constraint};
 use crate::state::{Answered, Ensembles, KeyState, LabelKind, Recent, constraint_key};
 use crate::tasks::{self, TaskTable};
+use crate::usage::Usage;
 use crate::voting::{Ballot, Scheme, vote};
 
 /// How often a constraint's selection is compared with the shared cache.
@@ -35,6 +36,8 @@ pub struct Master {
     pub ensembles: Ensembles,
     pub recent: Recent,
     pub cache: Option<SharedCache>,
+    /// What the resource controller measures.
+    pub usage: Usage,
     client: reqwest::Client,
     requests: AtomicU64,
     unlabelled: AtomicU64,
@@ -112,6 +115,7 @@ impl Master {
             unlabelled: AtomicU64::new(0),
             ensembles: Ensembles::default(),
             cache,
+            usage: Usage::default(),
             client,
             requests: AtomicU64::new(0),
             epoch,
@@ -296,6 +300,14 @@ impl Master {
                 }
             }
         }
+        self.usage.record(
+            members.iter().map(|&m| task.models[m].as_str()),
+            members
+                .iter()
+                .zip(&results)
+                .filter(|(_, r)| matches!(r, Err(MemberError::Deadline)))
+                .map(|(&m, _)| task.models[m].as_str()),
+        );
         if answered.is_empty() {
             return Err(all_failed(task_name, errors, failed));
         }

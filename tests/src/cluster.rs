@@ -91,6 +91,26 @@ impl Process {
     }
 }
 
+impl Drop for Process {
+    /// SIGTERM first, so a master stops the workers it launched itself; SIGKILL (by
+    /// `kill_on_drop`) if it has not exited within 10 s.
+    fn drop(&mut self) {
+        let Some(pid) = self.child.id() else {
+            return;
+        };
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 /// A free TCP port on localhost (bound and released; fine for tests).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

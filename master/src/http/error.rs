@@ -16,12 +16,13 @@ impl ResponseError for MasterError {
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnknownTask { .. }
             | Self::UnknownRequest { .. }
-            | Self::UnknownInstance { .. } => StatusCode::NOT_FOUND,
+            | Self::UnknownInstance { .. }
+            | Self::NoController => StatusCode::NOT_FOUND,
             Self::NoWorkers { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Rejected { status, .. } => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY)
             }
-            Self::AllMembersFailed(_) => StatusCode::BAD_GATEWAY,
+            Self::AllMembersFailed(_) | Self::Provider(_) => StatusCode::BAD_GATEWAY,
             Self::Common(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

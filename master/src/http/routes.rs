@@ -13,8 +13,10 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::controller::Controller;
 use crate::request::{self, MAX_BODY_BYTES, SingleItem, ValidRequest};
 use crate::service::Answer;
+use crate::store::Collection;
 use crate::tasks::InputKind;
 use crate::{Master, MasterError};
 
@@ -23,6 +25,14 @@ use crate::{Master, MasterError};
 pub struct AppState {
     pub master: Arc<Master>,
     pub prometheus: Option<PrometheusHandle>,
+    /// The resource controller, when the master manages its own instances.
+    pub controller: Option<Arc<Controller>>,
+}
+
+impl AppState {
+    fn controller(&self) -> Result<&Arc<Controller>> {
+        self.controller.as_ref().ok_or(MasterError::NoController)
+    }
 }
 
 type Result<T> = std::result::Result<T, MasterError>;
@@ -32,6 +42,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::JsonConfig::default()
             .limit(64 * 1024)
             .error_handler(|e, _| MasterError::Malformed(e.to_string()).into()),
+    )
+    .app_data(
+        web::QueryConfig::default()
+            .error_handler(|e, _| MasterError::invalid("query", e.to_string()).into()),
     )
     .route("/v2", web::get().to(server_metadata))
     .route("/v2/health/live", web::get().to(live))
@@ -48,6 +62,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route("/v1/workers/heartbeat", web::post().to(heartbeat))
     .route("/v1/workers/notice", web::post().to(notice))
     .route("/v1/workers/deregister", web::post().to(deregister))
+    .route("/v1/pools", web::get().to(pools))
+    .route("/v1/instances", web::get().to(instances))
+    .route("/v1/decisions", web::get().to(decisions))
+    .route("/v1/cost", web::get().to(cost))
     .route("/openapi.json", web::get().to(super::openapi::document))
     .route("/metrics", web::get().to(metrics_text));
 }
@@ -482,7 +500,11 @@ pub async fn heartbeat(
 #[utoipa::path(post, path = "/v1/workers/notice", request_body = Notice,
     responses((status = 200, description = "The instance gets no new work"), (status = 404, description = "Unknown instance")))]
 pub async fn notice(state: web::Data<AppState>, body: web::Json<Notice>) -> Result<HttpResponse> {
-    tracing::warn!(id = %body.id, action = %body.action, time = ?body.time, "worker notice: draining it");
+    if body.action == "shutdown" {
+        tracing::info!(id = %body.id, "worker shutting down: draining it");
+    } else {
+        tracing::warn!(id = %body.id, action = %body.action, time = ?body.time, "worker notice: draining it");
+    }
     metrics::counter!("cocktail_master_worker_notices_total", "action" => notice_kind(&body.action))
         .increment(1);
     if state.master.registry.drain(&body.id) {
@@ -517,6 +539,60 @@ pub async fn deregister(
             id: body.id.clone(),
         })
     }
+}
+
+/// Each managed pool: its importance weight, demand and capacity at the last interval.
+#[utoipa::path(get, path = "/v1/pools", responses((status = 200, description = "Pools and the predicted load"),
+    (status = 404, description = "No resource controller")))]
+pub async fn pools(state: web::Data<AppState>) -> Result<HttpResponse> {
+    let (predicted, pools) = state.controller()?.pools_report();
+    Ok(HttpResponse::Ok().json(json!({ "predicted_rps": predicted, "pools": pools })))
+}
+
+/// Every instance the provider launched, terminated ones included.
+#[utoipa::path(get, path = "/v1/instances", responses((status = 200, description = "Instances"),
+    (status = 404, description = "No resource controller")))]
+pub async fn instances(state: web::Data<AppState>) -> Result<HttpResponse> {
+    let controller = state.controller()?;
+    let all = controller.provider.describe().await?;
+    Ok(
+        HttpResponse::Ok()
+            .json(json!({ "provider": controller.provider.name(), "instances": all })),
+    )
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct Limit {
+    /// How many, newest last (1 to 1000, default 100).
+    pub limit: Option<usize>,
+}
+
+/// The autoscaler's recent decisions with their reasons.
+#[utoipa::path(get, path = "/v1/decisions", params(Limit), responses((status = 200, description = "Decisions"),
+    (status = 404, description = "No resource controller"), (status = 422, description = "Bad limit")))]
+pub async fn decisions(
+    state: web::Data<AppState>,
+    query: web::Query<Limit>,
+) -> Result<HttpResponse> {
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(MasterError::invalid(
+            "limit",
+            format!("must be 1 to 1000; given {limit}"),
+        ));
+    }
+    let recent = state
+        .controller()?
+        .store
+        .recent(Collection::Decisions, limit);
+    Ok(HttpResponse::Ok().json(json!({ "decisions": recent })))
+}
+
+/// What the instances have cost so far (per-second billing), per pool and in total.
+#[utoipa::path(get, path = "/v1/cost", responses((status = 200, description = "Cost in USD"),
+    (status = 404, description = "No resource controller")))]
+pub async fn cost(state: web::Data<AppState>) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(state.controller()?.cost().await))
 }
 
 async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {

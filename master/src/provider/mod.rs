@@ -1,0 +1,90 @@
+//! Where instances come from. A provider launches, lists and terminates instances, knows
+//! their spot prices and reports spot interruptions. `local` runs real worker processes
+//! on this host; `ec2` (feature `ec2`) will use the AWS SDK.
+
+pub mod local;
+
+use futures_util::future::BoxFuture;
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use cocktail_common::catalog::InstanceType;
+
+use crate::MasterError;
+
+/// What to launch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchSpec {
+    pub model: String,
+    pub instance_type: InstanceType,
+    pub spot: bool,
+    /// The price when launched (spot or on-demand), USD per hour.
+    pub price_per_hour: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceStatus {
+    Provisioning,
+    Running,
+    /// Revoked with a notice; it goes away when the notice runs out.
+    Interrupted,
+    Terminated,
+}
+
+/// One instance as the provider knows it. Times are seconds since the Unix epoch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InstanceRecord {
+    pub id: String,
+    pub model: String,
+    pub instance_type: String,
+    pub spot: bool,
+    pub price_per_hour: f64,
+    pub status: InstanceStatus,
+    pub launched_at: f64,
+    pub terminated_at: Option<f64>,
+}
+
+impl InstanceRecord {
+    /// What it has cost so far (per-second billing).
+    pub fn cost(&self, now: f64) -> f64 {
+        let end = self.terminated_at.unwrap_or(now);
+        (end - self.launched_at).max(0.0) / 3600.0 * self.price_per_hour
+    }
+
+    pub fn is_live(&self) -> bool {
+        !matches!(self.status, InstanceStatus::Terminated)
+    }
+}
+
+/// A spot interruption: the instance goes away after the notice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interruption {
+    pub id: String,
+    pub model: String,
+    pub instance_type: String,
+    pub reason: String,
+    /// Time left before the instance goes.
+    pub notice: std::time::Duration,
+}
+
+pub trait Provider: Send + Sync + std::fmt::Debug {
+    fn name(&self) -> &'static str;
+    /// Starts an instance; it is `Provisioning` until its worker is up.
+    fn launch(&self, spec: LaunchSpec) -> BoxFuture<'_, Result<InstanceRecord, MasterError>>;
+    /// Stops an instance (its worker drains first).
+    fn terminate<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>>;
+    /// Every instance launched, terminated ones included.
+    fn describe(&self) -> BoxFuture<'_, Result<Vec<InstanceRecord>, MasterError>>;
+    /// The spot price of `ty` now, USD per hour.
+    fn spot_price(&self, ty: &InstanceType) -> f64;
+    /// Spot interruption notices; `None` after the first call.
+    fn interruptions(&self) -> Option<mpsc::Receiver<Interruption>>;
+}
+
+/// Seconds since the Unix epoch.
+pub fn now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}

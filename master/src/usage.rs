@@ -1,0 +1,105 @@
+//! What the resource controller measures on the request path: requests served, and per
+//! model pool the requests that used it, the member calls and the deadlines missed.
+//! Counters only grow; the controller works with the differences between snapshots.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// One model's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelUsage {
+    /// Requests whose ensemble included the model.
+    pub requests: u64,
+    /// Member calls that missed their deadline.
+    pub misses: u64,
+}
+
+impl ModelUsage {
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            requests: self.requests.saturating_sub(earlier.requests),
+            misses: self.misses.saturating_sub(earlier.misses),
+        }
+    }
+}
+
+/// All counters at one moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    pub requests: u64,
+    pub models: HashMap<String, ModelUsage>,
+}
+
+impl Snapshot {
+    /// What happened between `earlier` and this snapshot.
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            requests: self.requests.saturating_sub(earlier.requests),
+            models: self
+                .models
+                .iter()
+                .map(|(m, u)| {
+                    let before = earlier.models.get(m).copied().unwrap_or_default();
+                    (m.clone(), u.since(&before))
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Usage {
+    inner: Mutex<Snapshot>,
+}
+
+impl Usage {
+    /// A request served by `members`, of which `missed` missed their deadline.
+    pub fn record<'a>(
+        &self,
+        members: impl Iterator<Item = &'a str>,
+        missed: impl Iterator<Item = &'a str>,
+    ) {
+        let mut s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        s.requests += 1;
+        for m in members {
+            s.models.entry(m.to_owned()).or_default().requests += 1;
+        }
+        for m in missed {
+            s.models.entry(m.to_owned()).or_default().misses += 1;
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differences_between_snapshots() {
+        let usage = Usage::default();
+        usage.record(["a", "b"].into_iter(), std::iter::empty());
+        let first = usage.snapshot();
+        usage.record(["a"].into_iter(), ["a"].into_iter());
+        usage.record(["b"].into_iter(), std::iter::empty());
+        let delta = usage.snapshot().since(&first);
+        assert_eq!(delta.requests, 2);
+        assert_eq!(
+            delta.models["a"],
+            ModelUsage {
+                requests: 1,
+                misses: 1
+            }
+        );
+        assert_eq!(
+            delta.models["b"],
+            ModelUsage {
+                requests: 1,
+                misses: 0
+            }
+        );
+    }
+}

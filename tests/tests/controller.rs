@@ -1,0 +1,288 @@
+//! The resource controller with the local provider: real worker processes launched,
+//! registered, revoked and recycled by the master itself.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "an integration test fails by panicking, with the value that was wrong"
+)]
+
+use std::time::{Duration, Instant};
+
+use cocktail_tests::cluster::{Cluster, image_request, png_base64};
+use serde_json::{Value, json};
+
+const POOLS: &str = "mlp_med,dwsep,cnn_small,linear";
+
+/// Polls until `check` holds, failing after `limit`.
+async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn registered(cluster: &Cluster) -> Vec<Value> {
+    cluster.get("/v1/workers").await["workers"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+async fn count(cluster: &Cluster, model: &str) -> usize {
+    registered(cluster)
+        .await
+        .iter()
+        .filter(|w| w["model"] == model && w["draining"] == false && w["down"] == false)
+        .count()
+}
+
+async fn decisions(cluster: &Cluster) -> Vec<Value> {
+    cluster.get("/v1/decisions?limit=1000").await["decisions"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn launches_for<'a>(decisions: &'a [Value], pool: &str, trigger: &str) -> Vec<&'a Value> {
+    decisions
+        .iter()
+        .filter(|d| {
+            d["trigger"] == trigger
+                && d["decision"]["pool"] == pool
+                && d["decision"]["action"]["kind"] == "launch"
+        })
+        .collect()
+}
+
+fn image() -> Value {
+    let pixels: Vec<u8> = (0..28 * 28).map(|i| (i % 251) as u8).collect();
+    image_request(
+        &[png_base64(28, 28, &pixels)],
+        json!({ "latency_ms": 0.043, "accuracy": 0.95 }),
+    )
+}
+
+/// Sends `rate` requests per second for `seconds` (open loop); returns the statuses.
+async fn load(cluster: &Cluster, rate: f64, seconds: f64) -> Vec<(u16, bool)> {
+    let body = image();
+    let url = cluster.url("/v2/models/fashion/infer");
+    let start = Instant::now();
+    let total = (rate * seconds) as usize;
+    let mut tasks = Vec::with_capacity(total);
+    for i in 0..total {
+        let at = start + Duration::from_secs_f64(i as f64 / rate);
+        tokio::time::sleep_until(at.into()).await;
+        let (client, url, body) = (cluster.client.clone(), url.clone(), body.clone());
+        tasks.push(tokio::spawn(async move {
+            let response = client.post(&url).json(&body).send().await.unwrap();
+            let status = response.status().as_u16();
+            let answer: Value = response.json().await.unwrap_or_default();
+            (status, answer["parameters"]["degraded"] == true)
+        }));
+    }
+    let mut results = Vec::with_capacity(total);
+    for t in tasks {
+        results.push(t.await.unwrap());
+    }
+    results
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_step_scales_the_popular_pools_and_idle_ones_shrink_back() {
+    // Capacity is made small (100 ms of overhead per request) so that a modest load needs
+    // more instances; r5n.large has 2 vCPUs, so Pf is the profile's 2-thread one.
+    let cluster = Cluster::start(
+        &[
+            "--provider",
+            "local",
+            "--models",
+            POOLS,
+            "--instance-types",
+            "r5n.large",
+            "--controller-interval-s",
+            "1",
+            "--reactive-interval-s",
+            "60",
+            "--horizon-s",
+            "1",
+            "--importance-window-s",
+            "4",
+            "--overhead-ms",
+            "100",
+            "--idle-timeout-s",
+            "3",
+            "--provisioning-delay-ms",
+            "200",
+            "--max-threads",
+            "1",
+            "--latency-margin-ms",
+            "0",
+            "--deadline-grace-ms",
+            "5000",
+            "--pseudo-label-every",
+            "0",
+        ],
+        &[],
+    )
+    .await;
+    // The controller gives every managed pool its minimum of one instance.
+    eventually("one instance per pool", Duration::from_secs(60), || async {
+        let mut all = true;
+        for model in POOLS.split(',') {
+            all &= count(&cluster, model).await == 1;
+        }
+        all
+    })
+    .await;
+
+    // 40 requests per second, all to the 3-model ensemble of mlp_med, dwsep, cnn_small.
+    let results = load(&cluster, 40.0, 6.0).await;
+    assert!(
+        results.iter().all(|(s, _)| *s == 200),
+        "{:?}",
+        results.iter().find(|r| r.0 != 200)
+    );
+    let all = decisions(&cluster).await;
+    // dwsep and cnn_small (Pf 2: 20 req/s per instance here) are in every request:
+    // weight 1, demand about 40 req/s, so they grow. linear serves nothing: weight 0.
+    for pool in ["dwsep", "cnn_small"] {
+        let launches = launches_for(&all, pool, "predictive");
+        let step = launches
+            .iter()
+            .find(|d| d["decision"]["weight"].as_f64().unwrap() > 0.9)
+            .unwrap_or_else(|| panic!("{pool}: no weighted launch in {all:?}"));
+        assert!(
+            step["decision"]["demand"].as_f64().unwrap()
+                > step["decision"]["capacity"].as_f64().unwrap()
+        );
+        assert!(
+            step["decision"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("weight 1.00"),
+            "{step}"
+        );
+    }
+    let linear = launches_for(&all, "linear", "predictive");
+    assert_eq!(linear.len(), 1, "linear only gets its minimum: {linear:?}");
+    let pools = cluster.get("/v1/pools").await;
+    println!("pools after the step: {pools}");
+    eventually("dwsep grew", Duration::from_secs(30), || async {
+        count(&cluster, "dwsep").await >= 2
+    })
+    .await;
+
+    // The load stops: the extra instances idle past the timeout and are recycled.
+    eventually(
+        "idle pools shrink back to one instance",
+        Duration::from_secs(60),
+        || async { count(&cluster, "dwsep").await == 1 && count(&cluster, "cnn_small").await == 1 },
+    )
+    .await;
+    let all = decisions(&cluster).await;
+    assert!(all.iter().any(|d| {
+        d["decision"]["action"]["kind"] == "terminate"
+            && d["decision"]["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("idle")
+    }));
+    let cost = cluster.get("/v1/cost").await;
+    assert!(cost["total"].as_f64().unwrap() > 0.0, "{cost}");
+    assert!(cost["per_1000_requests"].as_f64().unwrap() > 0.0, "{cost}");
+    assert!(
+        cost["pools"]["dwsep"].as_f64().unwrap() > cost["pools"]["linear"].as_f64().unwrap(),
+        "{cost}"
+    );
+    let instances = cluster.get("/v1/instances").await;
+    assert_eq!(instances["provider"], "local");
+    assert!(
+        instances["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["status"] == "terminated")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoked_spot_instances_are_replaced_with_no_failed_request() {
+    // Every spot instance is revoked within a second of running, with a 4 s notice;
+    // replacements are on-demand burstable standbys (t3.xlarge), which are never revoked.
+    let cluster = Cluster::start(
+        &[
+            "--provider",
+            "local",
+            "--models",
+            "mlp_med,dwsep,cnn_small",
+            "--instance-types",
+            "r5n.large,t3.xlarge",
+            "--controller-interval-s",
+            "1",
+            "--reactive-interval-s",
+            "60",
+            "--revocations-per-hour",
+            "36000000",
+            "--spot-notice-s",
+            "4",
+            "--provisioning-delay-ms",
+            "200",
+            "--max-threads",
+            "1",
+            "--latency-margin-ms",
+            "0",
+            "--deadline-grace-ms",
+            "5000",
+        ],
+        &[],
+    )
+    .await;
+    eventually("first instances", Duration::from_secs(60), || async {
+        registered(&cluster).await.len() >= 3
+    })
+    .await;
+    // Load across the revocations and the replacements.
+    let results = load(&cluster, 20.0, 8.0).await;
+    let failed = results.iter().filter(|(s, _)| *s != 200).count();
+    let degraded = results.iter().filter(|(_, d)| *d).count();
+    println!(
+        "{} requests, {failed} failed, {degraded} degraded",
+        results.len()
+    );
+    assert_eq!(failed, 0);
+    let all = decisions(&cluster).await;
+    for pool in ["mlp_med", "dwsep", "cnn_small"] {
+        let replacement = launches_for(&all, pool, "interruption");
+        assert!(!replacement.is_empty(), "{pool}: no replacement in {all:?}");
+        let action = &replacement[0]["decision"]["action"];
+        assert_eq!(action["spot"], false, "{action}");
+        assert_eq!(action["instance_type"], "t3.xlarge");
+    }
+    eventually(
+        "the revoked instances are gone",
+        Duration::from_secs(30),
+        || async {
+            let instances = cluster.get("/v1/instances").await;
+            let list = instances["instances"].as_array().unwrap().clone();
+            list.iter()
+                .filter(|i| i["spot"] == true)
+                .all(|i| i["status"] == "terminated")
+                && list
+                    .iter()
+                    .filter(|i| i["spot"] == false && i["status"] == "running")
+                    .count()
+                    >= 3
+        },
+    )
+    .await;
+}
