@@ -37,3 +37,16 @@ setup_ort() {
   fetch_wheel "onnxruntime==$ORT_VERSION" "$DEPS/onnxruntime"
   export ORT_DYLIB_PATH="$ORT_LIB"
 }
+
+# setup_mongo: a MongoDB-wire server for the tests, PyPI secantusdb in its own venv
+# (GPL: only ever run as a separate process). Exports COCKTAIL_MONGOD.
+setup_mongo() {
+  local venv="$DEPS/secantusdb"
+  if [ ! -x "$venv/bin/secantusd-py" ]; then
+    log "pip install secantusdb (MongoDB-wire test server)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q secantusdb
+  fi
+  export COCKTAIL_MONGOD="$venv/bin/secantusd-py"
+}

@@ -6,6 +6,8 @@ source "$(dirname "$0")/lib.sh"
 setup_ort
 # The master's tests run a real Redis (the shared model cache); they start their own.
 apt_install redis-server
+# ... and a MongoDB-wire server (the controller's state store).
+setup_mongo
 cd "$ROOT"
 log "cargo fmt --check"
 cargo fmt --all --check

@@ -327,6 +327,13 @@ impl Controller {
             );
             (predicted, total, requests)
         };
+        let now = now_s();
+        for ty in self.allowed_types() {
+            self.store.record(
+                Collection::SpotPrices,
+                json!({ "at": now, "instance_type": ty.name, "price": self.provider.spot_price(ty), "on_demand": ty.on_demand_per_hour }),
+            );
+        }
         let records = self.live_instances().await;
         let pools = self.pools(&records, &requests, &HashMap::new());
         let decisions = autoscale::plan(

@@ -132,6 +132,13 @@ struct ResourceArgs {
     /// Seed of the spot prices and the chaos.
     #[arg(long, env = "COCKTAIL_SEED", default_value_t = 1)]
     seed: u64,
+    /// MongoDB for instances, spot prices, utilisation and decisions, e.g.
+    /// mongodb://127.0.0.1:27017 (default: kept in this process).
+    #[arg(long, env = "COCKTAIL_MONGO_URL")]
+    mongo_url: Option<String>,
+    /// The MongoDB database.
+    #[arg(long, env = "COCKTAIL_MONGO_DB", default_value = "cocktail")]
+    mongo_db: String,
     /// The worker binary the local provider starts (default: next to this one).
     #[arg(long, env = "COCKTAIL_WORKER_BIN")]
     worker_bin: Option<PathBuf>,
@@ -196,6 +203,8 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
             seed: args.seed,
         },
         catalog,
+        mongo_url: args.mongo_url,
+        mongo_db: args.mongo_db,
     }))
 }
 

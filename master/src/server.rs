@@ -12,7 +12,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use crate::controller::{Controller, ControllerConfig};
 use crate::http::{AppState, configure};
 use crate::provider::local::{LocalConfig, LocalProvider};
-use crate::store::{MemoryStore, Store};
+use crate::store::{MemoryStore, MongoStore, Store};
 use crate::{Master, MasterConfig, MasterError};
 
 /// The resource controller's setup, when the master manages its own instances.
@@ -22,6 +22,9 @@ pub struct Resources {
     pub catalog: Catalog,
     /// The local provider's settings; its `master_url` is filled in from the listener.
     pub local: LocalConfig,
+    /// MongoDB for the controller's state (`None`: in-process), and its database.
+    pub mongo_url: Option<String>,
+    pub mongo_db: String,
 }
 
 /// Serves on `listener` until SIGINT or SIGTERM; must run inside an actix `System`.
@@ -57,7 +60,10 @@ pub async fn serve(
             resources.local.master_url = format!("http://{address}");
             let zoo = Zoo::load(Zoo::locate(zoo_path.as_deref())?)?;
             let provider = LocalProvider::start(resources.local, resources.catalog.clone());
-            let store: Arc<dyn Store> = Arc::new(MemoryStore::new(10_000));
+            let store: Arc<dyn Store> = match &resources.mongo_url {
+                Some(url) => Arc::new(MongoStore::start(url, &resources.mongo_db).await?),
+                None => Arc::new(MemoryStore::new(10_000)),
+            };
             let controller = Controller::new(
                 Arc::clone(&master),
                 provider,

@@ -95,3 +95,133 @@ mod tests {
         assert_eq!(store.recent(Collection::Utilisation, 5).len(), 0);
     }
 }
+
+/// Documents waiting for MongoDB beyond which the oldest are dropped (and counted).
+const MONGO_BACKLOG: usize = 100_000;
+
+/// MongoDB (or a wire-compatible server): every document goes to its collection in the
+/// background. Writes queue while the server is down and catch up when it is back; reads
+/// for the API come from the in-process copy of the recent documents.
+#[derive(Debug)]
+pub struct MongoStore {
+    recent: MemoryStore,
+    queue: tokio::sync::mpsc::Sender<(Collection, Value)>,
+}
+
+impl MongoStore {
+    /// Starts the writer; the connection is made lazily, so this works with the server
+    /// down. Must run inside Tokio.
+    pub async fn start(url: &str, database: &str) -> Result<Self, crate::MasterError> {
+        let mut options = mongodb::options::ClientOptions::parse(url)
+            .await
+            .map_err(|e| crate::MasterError::invalid("mongo_url", e.to_string()))?;
+        options.server_selection_timeout = Some(std::time::Duration::from_secs(2));
+        options.connect_timeout = Some(std::time::Duration::from_secs(2));
+        options.app_name = Some("cocktail-master".into());
+        let client = mongodb::Client::with_options(options)
+            .map_err(|e| crate::MasterError::invalid("mongo_url", e.to_string()))?;
+        let db = client.database(database);
+        let (queue, receiver) = tokio::sync::mpsc::channel(MONGO_BACKLOG);
+        tokio::spawn(write_behind(db, receiver));
+        Ok(Self {
+            recent: MemoryStore::new(10_000),
+            queue,
+        })
+    }
+}
+
+impl Store for MongoStore {
+    fn record(&self, collection: Collection, document: Value) {
+        self.recent.record(collection, document.clone());
+        if self.queue.try_send((collection, document)).is_err() {
+            metrics::counter!("cocktail_master_store_dropped_total").increment(1);
+        }
+    }
+
+    fn recent(&self, collection: Collection, limit: usize) -> Vec<Value> {
+        self.recent.recent(collection, limit)
+    }
+}
+
+/// Inserts queued documents in batches; on failure keeps them (oldest dropped beyond the
+/// backlog) and retries with a growing pause, so an outage delays writes, never loses
+/// recent ones.
+async fn write_behind(
+    db: mongodb::Database,
+    mut receiver: tokio::sync::mpsc::Receiver<(Collection, Value)>,
+) {
+    let mut pending: VecDeque<(Collection, mongodb::bson::Document)> = VecDeque::new();
+    let mut pause = std::time::Duration::from_millis(100);
+    let mut failing = false;
+    loop {
+        if pending.is_empty() {
+            match receiver.recv().await {
+                Some(item) => push(&mut pending, item),
+                None => return,
+            }
+        }
+        while let Ok(item) = receiver.try_recv() {
+            push(&mut pending, item);
+        }
+        metrics::gauge!("cocktail_master_store_pending").set(pending.len() as f64);
+        let Some(&(collection, _)) = pending.front() else {
+            continue;
+        };
+        // One batch: the leading run of documents for the same collection.
+        let batch: Vec<mongodb::bson::Document> = pending
+            .iter()
+            .take_while(|(c, _)| *c == collection)
+            .take(500)
+            .map(|(_, d)| d.clone())
+            .collect();
+        let size = batch.len();
+        match db
+            .collection::<mongodb::bson::Document>(collection.name())
+            .insert_many(batch)
+            .await
+        {
+            Ok(_) => {
+                pending.drain(..size);
+                pause = std::time::Duration::from_millis(100);
+                if failing {
+                    tracing::info!("MongoDB is back; queued writes are catching up");
+                }
+                failing = false;
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(error = %e, "MongoDB write failed; queueing and retrying");
+                }
+                failing = true;
+                metrics::counter!("cocktail_master_store_errors_total").increment(1);
+                // Keep taking new documents while waiting, so the channel never fills.
+                let wait = tokio::time::sleep(pause);
+                tokio::pin!(wait);
+                loop {
+                    tokio::select! {
+                        () = &mut wait => break,
+                        item = receiver.recv() => match item {
+                            Some(item) => push(&mut pending, item),
+                            None => return,
+                        },
+                    }
+                }
+                pause = (pause * 2).min(std::time::Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+fn push(
+    pending: &mut VecDeque<(Collection, mongodb::bson::Document)>,
+    (collection, value): (Collection, Value),
+) {
+    match mongodb::bson::to_document(&value) {
+        Ok(document) => pending.push_back((collection, document)),
+        Err(e) => tracing::warn!(error = %e, "document not storable in MongoDB"),
+    }
+    while pending.len() > MONGO_BACKLOG {
+        pending.pop_front();
+        metrics::counter!("cocktail_master_store_dropped_total").increment(1);
+    }
+}

@@ -192,6 +192,55 @@ impl Redis {
     }
 }
 
+/// A MongoDB-wire server (PyPI secantusdb, in memory) on `port`; scripts/test.sh
+/// installs it and exports `COCKTAIL_MONGOD`.
+#[derive(Debug)]
+pub struct Mongo {
+    _child: Child,
+    pub port: u16,
+}
+
+impl Mongo {
+    pub async fn start(port: u16) -> Self {
+        let binary = std::env::var_os("COCKTAIL_MONGOD")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join(".deps/secantusdb/bin/secantusd-py"));
+        let child = Command::new(&binary)
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--storage-path",
+                ":memory:",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e} (scripts/test.sh installs it)", binary.display()));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the MongoDB-wire server did not listen"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Self {
+            _child: child,
+            port,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("mongodb://127.0.0.1:{}", self.port)
+    }
+}
+
 /// A master with workers registered through the control plane.
 #[derive(Debug)]
 pub struct Cluster {

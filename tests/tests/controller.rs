@@ -286,3 +286,80 @@ async fn revoked_spot_instances_are_replaced_with_no_failed_request() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mongodb_holds_the_decisions_and_catches_up_after_an_outage() {
+    use cocktail_tests::cluster::{Mongo, free_port};
+    // MongoDB is down when the master starts: the controller works on regardless.
+    let port = free_port();
+    let url = format!("mongodb://127.0.0.1:{port}");
+    let cluster = Cluster::start(
+        &[
+            "--provider",
+            "local",
+            "--models",
+            "linear",
+            "--controller-interval-s",
+            "1",
+            "--provisioning-delay-ms",
+            "100",
+            "--max-threads",
+            "1",
+            "--mongo-url",
+            &url,
+        ],
+        &[],
+    )
+    .await;
+    eventually(
+        "a decision while MongoDB is down",
+        Duration::from_secs(30),
+        || async { !decisions(&cluster).await.is_empty() },
+    )
+    .await;
+    eventually(
+        "the worker it launched",
+        Duration::from_secs(30),
+        || async { count(&cluster, "linear").await == 1 },
+    )
+    .await;
+
+    // Long enough for the writer to fail (2 s server selection) and start queueing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // MongoDB comes up: the queued writes land.
+    let _mongo = Mongo::start(port).await;
+    let client = mongodb::Client::with_uri_str(&url).await.unwrap();
+    let db = client.database("cocktail");
+    eventually(
+        "decisions, instances, utilisation and prices in MongoDB",
+        Duration::from_secs(30),
+        || {
+            let db = db.clone();
+            async move {
+                let mut all = true;
+                for collection in ["decisions", "instances", "utilisation", "spot_prices"] {
+                    let n = db
+                        .collection::<mongodb::bson::Document>(collection)
+                        .count_documents(mongodb::bson::doc! {})
+                        .await
+                        .unwrap_or(0);
+                    all &= n > 0;
+                }
+                all
+            }
+        },
+    )
+    .await;
+    let decision = db
+        .collection::<mongodb::bson::Document>("decisions")
+        .find_one(mongodb::bson::doc! { "trigger": "predictive" })
+        .await
+        .unwrap()
+        .expect("a predictive decision");
+    let reason = decision
+        .get_document("decision")
+        .unwrap()
+        .get_str("reason")
+        .unwrap();
+    assert!(reason.contains("minimum"), "{reason}");
+}
