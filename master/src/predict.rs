@@ -239,7 +239,7 @@ pub fn by_name(name: &str, period: usize) -> Option<Box<dyn Predictor>> {
         "mwa" => Some(Box::new(MovingAverage::new(10))),
         "ewma" => Some(Box::new(Ewma::new(0.5))),
         "linear" => Some(Box::new(LinearRegression::new(10))),
-        "holt-winters" => Some(Box::new(HoltWinters::new(0.5, 0.1, 0.3, period))),
+        "holt-winters" => Some(Box::new(HoltWinters::new(0.3, 0.01, 0.1, period))),
         _ => None,
     }
 }

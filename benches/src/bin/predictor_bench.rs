@@ -1,0 +1,57 @@
+//! Predictor accuracy (issue 5; Cocktail Table 4): each load predictor's RMSE, forecasting
+//! the request rate 10 intervals (10 minutes at Ts = 1 min) ahead, on each trace. Prints
+//! a markdown table; asserts nothing.
+//!
+//! `cargo run --release -p cocktail-benches --bin predictor-bench`
+
+use clap::Parser;
+use cocktail_benches::traces;
+use cocktail_master::predict::{self, rmse};
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Intervals per trace (one week of minutes by default).
+    #[arg(long, default_value_t = 7 * 1440)]
+    len: usize,
+    /// Mean rate, requests per second.
+    #[arg(long, default_value_t = 50.0)]
+    mean: f64,
+    /// Interval length in seconds (Ts).
+    #[arg(long, default_value_t = 60.0)]
+    interval_s: f64,
+    /// Forecast horizon in intervals (Tp / Ts).
+    #[arg(long, default_value_t = 10)]
+    horizon: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let season = (86_400.0 / args.interval_s).round().max(1.0) as usize;
+    let names = ["mwa", "ewma", "linear", "holt-winters"];
+    println!(
+        "RMSE (req/s) of forecasts {} intervals ahead; {} intervals of {} s per trace, mean {} req/s\n",
+        args.horizon, args.len, args.interval_s, args.mean
+    );
+    println!("| trace | {} |", names.join(" | "));
+    println!(
+        "|---|{}|",
+        names.iter().map(|_| "---:").collect::<Vec<_>>().join("|")
+    );
+    for trace_name in traces::NAMES {
+        let trace = traces::generate(trace_name, args.len, args.mean, args.interval_s, args.seed)
+            .ok_or_else(|| anyhow::anyhow!("unknown trace {trace_name}"))?;
+        let row: Vec<String> = names
+            .iter()
+            .map(|n| {
+                predict::by_name(n, season).map_or_else(
+                    || "-".into(),
+                    |mut p| format!("{:.2}", rmse(p.as_mut(), &trace, args.horizon)),
+                )
+            })
+            .collect();
+        println!("| {trace_name} | {} |", row.join(" | "));
+    }
+    Ok(())
+}

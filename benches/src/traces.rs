@@ -1,0 +1,92 @@
+//! Request-rate traces, one rate per interval, seeded and scaled to a mean rate: a
+//! diurnal Wikipedia-like one, a bursty Twitter-like one, a Markov-modulated Poisson
+//! process and plain Poisson. The load generator and the simulator (issue 6) replay them;
+//! the predictor bench scores predictors on them.
+
+use cocktail_common::catalog::unit_random;
+
+/// The trace names [`generate`] knows.
+pub const NAMES: &[&str] = &["wiki", "twitter", "mmpp", "poisson"];
+
+/// `len` rates with mean about `mean`, one per interval of `interval_s` seconds.
+pub fn generate(name: &str, len: usize, mean: f64, interval_s: f64, seed: u64) -> Option<Vec<f64>> {
+    let day = (86_400.0 / interval_s).max(1.0);
+    let mut counter = 0_u64;
+    let mut uniform = || {
+        counter += 1;
+        unit_random(seed, counter)
+    };
+    let rates: Vec<f64> = match name {
+        // Two daily peaks of different height, slow weekly drift, mild noise.
+        "wiki" => (0..len)
+            .map(|t| {
+                let phase = std::f64::consts::TAU * t as f64 / day;
+                let shape = 1.0 + 0.35 * phase.sin() + 0.12 * (2.0 * phase).sin();
+                let drift = 1.0 + 0.05 * (phase / 7.0).sin();
+                shape * drift * (1.0 + 0.05 * (2.0 * uniform() - 1.0))
+            })
+            .collect(),
+        // A lower diurnal base with sudden bursts that decay.
+        "twitter" => {
+            let mut burst = 0.0;
+            (0..len)
+                .map(|t| {
+                    let phase = std::f64::consts::TAU * t as f64 / day;
+                    if uniform() < 0.02 {
+                        burst += 1.5 + 2.0 * uniform();
+                    }
+                    burst *= 0.85;
+                    (1.0 + 0.2 * phase.sin()) * (1.0 + 0.15 * (2.0 * uniform() - 1.0)) + burst
+                })
+                .collect()
+        }
+        // Two states, low and high, switching at random.
+        "mmpp" => {
+            let mut high = false;
+            (0..len)
+                .map(|_| {
+                    if uniform() < 0.05 {
+                        high = !high;
+                    }
+                    let level = if high { 1.8 } else { 0.6 };
+                    level * (1.0 + 0.1 * (2.0 * uniform() - 1.0))
+                })
+                .collect()
+        }
+        // Counts of a Poisson process (normal approximation per interval).
+        "poisson" => (0..len)
+            .map(|_| {
+                let events = mean * interval_s;
+                let (u1, u2) = (uniform().max(1e-12), uniform());
+                let normal = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                ((events + events.sqrt() * normal).max(0.0) / interval_s) / mean.max(1e-12)
+            })
+            .collect(),
+        _ => return None,
+    };
+    let average = rates.iter().sum::<f64>() / rates.len().max(1) as f64;
+    Some(
+        rates
+            .iter()
+            .map(|r| r / average.max(1e-12) * mean)
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traces_are_seeded_and_scaled_to_their_mean() {
+        for name in NAMES {
+            let a = generate(name, 2000, 50.0, 60.0, 3).unwrap();
+            let mean = a.iter().sum::<f64>() / a.len() as f64;
+            assert!((mean - 50.0).abs() < 1e-6, "{name}: {mean}");
+            assert!(a.iter().all(|r| *r >= 0.0));
+            assert_eq!(a, generate(name, 2000, 50.0, 60.0, 3).unwrap());
+            assert_ne!(a, generate(name, 2000, 50.0, 60.0, 4).unwrap());
+        }
+        assert!(generate("nope", 10, 1.0, 1.0, 1).is_none());
+    }
+}
