@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 use cocktail_common::catalog::Catalog;
 use cocktail_master::autoscale::AutoscaleConfig;
-use cocktail_master::controller::ControllerConfig;
+use cocktail_master::controller::{ControllerConfig, Policy};
 use cocktail_master::provider::local::LocalConfig;
 use cocktail_master::selection::SelectionConfig;
 use cocktail_master::server::Resources;
@@ -89,6 +89,9 @@ struct ResourceArgs {
     /// Seconds of requests the importance weights come from.
     #[arg(long, env = "COCKTAIL_IMPORTANCE_WINDOW_S", default_value_t = 300.0)]
     importance_window_s: f64,
+    /// Provisioning policy: cocktail (Algorithm 2) or mark (greedy over the horizon).
+    #[arg(long, env = "COCKTAIL_POLICY", default_value = "cocktail")]
+    policy: String,
     /// Load predictor: mwa, ewma, linear or holt-winters.
     #[arg(long, env = "COCKTAIL_PREDICTOR", default_value = "ewma")]
     predictor: String,
@@ -188,6 +191,12 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
             spot: !args.on_demand,
             instance_types: args.instance_types,
             models: args.models,
+            policy: match args.policy.as_str() {
+                "cocktail" => Policy::Cocktail,
+                "mark" => Policy::Mark,
+                other => anyhow::bail!("`--policy` must be cocktail or mark; given `{other}`"),
+            },
+            launch_time: Duration::from_millis(args.provisioning_delay_ms.max(1)),
         },
         local: LocalConfig {
             worker_bin,

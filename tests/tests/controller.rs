@@ -363,3 +363,66 @@ async fn mongodb_holds_the_decisions_and_catches_up_after_an_outage() {
         .unwrap();
     assert!(reason.contains("minimum"), "{reason}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn marks_greedy_policy_also_covers_a_load_step() {
+    let cluster = Cluster::start(
+        &[
+            "--provider",
+            "local",
+            "--policy",
+            "mark",
+            "--models",
+            POOLS,
+            "--instance-types",
+            "r5n.large",
+            "--controller-interval-s",
+            "1",
+            "--reactive-interval-s",
+            "60",
+            "--horizon-s",
+            "3",
+            "--importance-window-s",
+            "4",
+            "--overhead-ms",
+            "100",
+            "--idle-timeout-s",
+            "3",
+            "--provisioning-delay-ms",
+            "200",
+            "--max-threads",
+            "1",
+            "--latency-margin-ms",
+            "0",
+            "--deadline-grace-ms",
+            "5000",
+            "--pseudo-label-every",
+            "0",
+        ],
+        &[],
+    )
+    .await;
+    eventually("one instance per pool", Duration::from_secs(60), || async {
+        registered(&cluster).await.len() >= 4
+    })
+    .await;
+    let results = load(&cluster, 40.0, 5.0).await;
+    assert!(results.iter().all(|(s, _)| *s == 200));
+    let all = decisions(&cluster).await;
+    let grew = launches_for(&all, "dwsep", "predictive")
+        .into_iter()
+        .find(|d| {
+            d["decision"]["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("MArk: peak forecast")
+        })
+        .unwrap_or_else(|| panic!("no MArk launch for dwsep in {all:?}"));
+    assert!(grew["decision"]["weight"].as_f64().unwrap() > 0.9, "{grew}");
+    assert!(
+        launches_for(&all, "linear", "predictive")
+            .iter()
+            .all(|d| d["decision"]["weight"].as_f64().unwrap() == 0.0),
+        "linear serves nothing"
+    );
+}
