@@ -50,3 +50,16 @@ setup_mongo() {
   fi
   export COCKTAIL_MONGOD="$venv/bin/secantusd-py"
 }
+
+# setup_moto: the EC2 emulator for the tests, PyPI moto[server,ec2] in its own venv.
+# Exports COCKTAIL_MOTO.
+setup_moto() {
+  local venv="$DEPS/moto"
+  if [ ! -x "$venv/bin/moto_server" ]; then
+    log "pip install moto[server,ec2] (EC2 emulator)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "moto[server,ec2]"
+  fi
+  export COCKTAIL_MOTO="$venv/bin/moto_server"
+}

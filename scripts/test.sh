@@ -8,12 +8,14 @@ setup_ort
 apt_install redis-server
 # ... and a MongoDB-wire server (the controller's state store).
 setup_mongo
+# ... and the EC2 emulator (the ec2 provider's tests).
+setup_moto
 cd "$ROOT"
 log "cargo fmt --check"
 cargo fmt --all --check
 log "cargo clippy"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --features cocktail-tests/ec2 --locked -- -D warnings
 log "cargo build (the binaries the black-box tests start)"
-cargo build --workspace --bins --locked
+cargo build --workspace --bins --features cocktail-tests/ec2 --locked
 log "cargo test"
-cargo test --workspace --locked
+cargo test --workspace --features cocktail-tests/ec2 --locked

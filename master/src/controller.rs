@@ -569,6 +569,23 @@ impl Controller {
         }
     }
 
+    /// A spot notice a worker read from its instance metadata (EC2). Returns `false` when
+    /// the instance is not one this controller launched.
+    pub async fn worker_notice(self: &Arc<Self>, id: &str, action: &str) -> bool {
+        let Some(record) = self.live_instances().await.into_iter().find(|r| r.id == id) else {
+            return false;
+        };
+        self.interrupted(Interruption {
+            id: record.id,
+            model: record.model,
+            instance_type: record.instance_type,
+            reason: format!("spot interruption notice ({action})"),
+            notice: Duration::from_secs_f64(self.catalog.spot.notice_seconds),
+        })
+        .await;
+        true
+    }
+
     /// A spot notice: a replacement on-demand (a burstable standby when the catalog allows
     /// one, mark.txt §4.5), and no new work for the doomed instance as soon as another
     /// instance of its pool can take it (at the latest a second before it goes).

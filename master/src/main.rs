@@ -74,7 +74,8 @@ struct Args {
 /// The resource controller (off unless `--provider` is given).
 #[derive(Debug, clap::Args)]
 struct ResourceArgs {
-    /// Where instances come from: `local` (worker processes on this host).
+    /// Where instances come from: `local` (worker processes on this host) or `ec2`
+    /// (needs the `ec2` cargo feature).
     #[arg(long, env = "COCKTAIL_PROVIDER")]
     provider: Option<String>,
     /// Seconds between predictive autoscaling steps (Ts).
@@ -142,6 +143,18 @@ struct ResourceArgs {
     /// The MongoDB database.
     #[arg(long, env = "COCKTAIL_MONGO_DB", default_value = "cocktail")]
     mongo_db: String,
+    /// EC2: another endpoint than AWS's (e.g. a moto server).
+    #[arg(long, env = "COCKTAIL_EC2_ENDPOINT")]
+    ec2_endpoint: Option<String>,
+    /// EC2: the region.
+    #[arg(long, env = "COCKTAIL_EC2_REGION", default_value = "us-east-1")]
+    ec2_region: String,
+    /// EC2: the AMI with cocktail-worker installed.
+    #[arg(long, env = "COCKTAIL_EC2_IMAGE_ID")]
+    ec2_image_id: Option<String>,
+    /// EC2: the master URL as the instances reach it.
+    #[arg(long, env = "COCKTAIL_PUBLIC_URL")]
+    public_url: Option<String>,
     /// The worker binary the local provider starts (default: next to this one).
     #[arg(long, env = "COCKTAIL_WORKER_BIN")]
     worker_bin: Option<PathBuf>,
@@ -155,10 +168,15 @@ fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
 }
 
 fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<Resources>> {
-    match args.provider.as_deref() {
+    let ec2 = match args.provider.as_deref() {
         None => return Ok(None),
-        Some("local") => {}
-        Some(other) => anyhow::bail!("`--provider` must be `local`; given `{other}`"),
+        Some("local") => false,
+        Some("ec2") => true,
+        Some(other) => anyhow::bail!("`--provider` must be `local` or `ec2`; given `{other}`"),
+    };
+    #[cfg(not(feature = "ec2"))]
+    if ec2 {
+        anyhow::bail!("this master was built without the `ec2` cargo feature");
     }
     let catalog = match &args.catalog {
         Some(path) => Catalog::load(path)?,
@@ -210,6 +228,23 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
             revocations_per_hour: args.revocations_per_hour.max(0.0),
             notice: seconds(notice.max(0.001), "spot-notice-s")?,
             seed: args.seed,
+        },
+        #[cfg(feature = "ec2")]
+        ec2: if ec2 {
+            Some(cocktail_master::provider::ec2::Ec2Config {
+                endpoint: args.ec2_endpoint,
+                region: args.ec2_region,
+                credentials: None,
+                image_id: args.ec2_image_id.ok_or_else(|| {
+                    anyhow::anyhow!("`--ec2-image-id` is required with `--provider ec2`")
+                })?,
+                master_url: args.public_url.ok_or_else(|| {
+                    anyhow::anyhow!("`--public-url` is required with `--provider ec2`")
+                })?,
+                seed: args.seed,
+            })
+        } else {
+            None
         },
         catalog,
         mongo_url: args.mongo_url,

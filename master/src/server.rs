@@ -22,6 +22,9 @@ pub struct Resources {
     pub catalog: Catalog,
     /// The local provider's settings; its `master_url` is filled in from the listener.
     pub local: LocalConfig,
+    /// EC2 instead of the local provider.
+    #[cfg(feature = "ec2")]
+    pub ec2: Option<crate::provider::ec2::Ec2Config>,
     /// MongoDB for the controller's state (`None`: in-process), and its database.
     pub mongo_url: Option<String>,
     pub mongo_db: String,
@@ -59,7 +62,29 @@ pub async fn serve(
             }
             resources.local.master_url = format!("http://{address}");
             let zoo = Zoo::load(Zoo::locate(zoo_path.as_deref())?)?;
-            let provider = LocalProvider::start(resources.local, resources.catalog.clone());
+            let provider: Arc<dyn crate::provider::Provider> = match () {
+                #[cfg(feature = "ec2")]
+                () if resources.ec2.is_some() => {
+                    let ec2 = resources
+                        .ec2
+                        .clone()
+                        .ok_or_else(|| MasterError::Internal("ec2".into()))?;
+                    let provider =
+                        crate::provider::ec2::Ec2Provider::new(ec2, resources.catalog.clone())?;
+                    let refresher = Arc::clone(&provider);
+                    tokio::spawn(async move {
+                        let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+                        loop {
+                            tick.tick().await;
+                            if let Err(e) = refresher.refresh_prices().await {
+                                tracing::warn!(error = %e, "spot prices not refreshed");
+                            }
+                        }
+                    });
+                    provider
+                }
+                () => LocalProvider::start(resources.local, resources.catalog.clone()),
+            };
             let store: Arc<dyn Store> = match &resources.mongo_url {
                 Some(url) => Arc::new(MongoStore::start(url, &resources.mongo_db).await?),
                 None => Arc::new(MemoryStore::new(10_000)),

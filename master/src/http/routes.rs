@@ -507,6 +507,14 @@ pub async fn notice(state: web::Data<AppState>, body: web::Json<Notice>) -> Resu
     }
     metrics::counter!("cocktail_master_worker_notices_total", "action" => notice_kind(&body.action))
         .increment(1);
+    // An instance the controller launched is replaced first and drained once the
+    // replacement serves; any other stops getting work now.
+    if body.action != "shutdown"
+        && let Some(controller) = &state.controller
+        && controller.worker_notice(&body.id, &body.action).await
+    {
+        return Ok(HttpResponse::Ok().finish());
+    }
     if state.master.registry.drain(&body.id) {
         Ok(HttpResponse::Ok().finish())
     } else {

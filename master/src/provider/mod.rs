@@ -2,6 +2,8 @@
 //! their spot prices and reports spot interruptions. `local` runs real worker processes
 //! on this host; `ec2` (feature `ec2`) will use the AWS SDK.
 
+#[cfg(feature = "ec2")]
+pub mod ec2;
 pub mod local;
 
 use futures_util::future::BoxFuture;

@@ -1,0 +1,114 @@
+//! The EC2 provider against the moto EC2 server (`moto[server,ec2]`, installed by
+//! scripts/test.sh): tagged spot and on-demand instances launched by RunInstances and by
+//! CreateFleet with an allocation strategy, listed and terminated.
+
+#![cfg(feature = "ec2")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "an integration test fails by panicking, with the value that was wrong"
+)]
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use cocktail_common::catalog::Catalog;
+use cocktail_master::provider::ec2::{Ec2Config, Ec2Provider};
+use cocktail_master::provider::{InstanceStatus, LaunchSpec, Provider};
+use cocktail_tests::cluster::free_port;
+use cocktail_tests::workspace_root;
+
+struct Moto {
+    _child: tokio::process::Child,
+    url: String,
+}
+
+async fn moto() -> Moto {
+    let binary = std::env::var_os("COCKTAIL_MOTO")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".deps/moto/bin/moto_server"));
+    let port = free_port();
+    let child = tokio::process::Command::new(&binary)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e} (scripts/test.sh installs it)", binary.display()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "moto did not listen");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Moto {
+        _child: child,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spot_and_on_demand_instances_are_launched_tagged_listed_and_terminated() {
+    let moto = moto().await;
+    let catalog = Catalog::embedded().unwrap();
+    let provider = Ec2Provider::new(
+        Ec2Config {
+            endpoint: Some(moto.url.clone()),
+            region: "us-east-1".into(),
+            credentials: Some(("testing".into(), "testing".into())),
+            image_id: "ami-12c6146b".into(),
+            master_url: "http://10.0.0.1:8080".into(),
+            seed: 1,
+        },
+        catalog.clone(),
+    )
+    .unwrap();
+    provider.refresh_prices().await.unwrap();
+    let ty = catalog.get("c5a.xlarge").unwrap().clone();
+    assert!(provider.spot_price(&ty) > 0.0);
+    let spec = |model: &str, spot: bool| LaunchSpec {
+        model: model.into(),
+        instance_type: ty.clone(),
+        spot,
+        price_per_hour: 0.05,
+    };
+
+    let spot = provider.launch(spec("cnn_k5", true)).await.unwrap();
+    let on_demand = provider.launch(spec("mlp_med", false)).await.unwrap();
+    let fleet = provider
+        .launch_fleet(&spec("dwsep", true), 2)
+        .await
+        .unwrap();
+    assert_eq!(fleet.len(), 2, "{fleet:?}");
+
+    let listed = provider.describe().await.unwrap();
+    assert_eq!(listed.len(), 4, "{listed:?}");
+    let find = |id: &str| listed.iter().find(|r| r.id == id).unwrap().clone();
+    let s = find(&spot.id);
+    assert_eq!(
+        (s.model.as_str(), s.spot, s.instance_type.as_str()),
+        ("cnn_k5", true, "c5a.xlarge")
+    );
+    assert!((s.price_per_hour - 0.05).abs() < 1e-9, "price tag: {s:?}");
+    assert!(s.status != InstanceStatus::Terminated);
+    let o = find(&on_demand.id);
+    assert_eq!((o.model.as_str(), o.spot), ("mlp_med", false));
+    for f in &fleet {
+        assert_eq!(find(&f.id).model, "dwsep");
+    }
+
+    provider.terminate(&spot.id).await.unwrap();
+    let after = provider.describe().await.unwrap();
+    let gone = after.iter().find(|r| r.id == spot.id).unwrap();
+    assert_eq!(gone.status, InstanceStatus::Terminated);
+    assert_eq!(
+        after
+            .iter()
+            .filter(|r| r.status != InstanceStatus::Terminated)
+            .count(),
+        3
+    );
+}
