@@ -30,7 +30,7 @@ pub struct ControllerConfig {
     pub horizon: Duration,
     /// The importance-sampling window (Cocktail: 5 minutes).
     pub importance_window: Duration,
-    /// `mwa`, `ewma`, `linear` or `holt-winters`.
+    /// `mwa`, `ewma`, `linear`, `holt-winters` or `learned` (the ONNX MLP).
     pub predictor: String,
     pub autoscale: AutoscaleConfig,
     /// Buy spot when its price is under the bid (else on-demand).
@@ -123,16 +123,22 @@ impl Controller {
         config: ControllerConfig,
     ) -> Result<Arc<Self>, MasterError> {
         let steps_per_day = (86_400.0 / config.interval.as_secs_f64().max(1e-3)).round() as usize;
-        let predictor =
+        let predictor: Box<dyn Predictor> = if config.predictor == "learned" {
+            Box::new(crate::learned::Learned::load(
+                &zoo.root().join(crate::learned::MODEL_FILE),
+                None,
+            )?)
+        } else {
             predict::by_name(&config.predictor, steps_per_day.max(1)).ok_or_else(|| {
                 MasterError::invalid(
                     "predictor",
                     format!(
-                        "`{}` is not one of mwa, ewma, linear, holt-winters",
+                        "`{}` is not one of mwa, ewma, linear, holt-winters, learned",
                         config.predictor
                     ),
                 )
-            })?;
+            })?
+        };
         for t in &config.instance_types {
             if catalog.get(t).is_none() {
                 return Err(MasterError::invalid(

@@ -9,6 +9,7 @@ pub mod dispatch;
 pub mod error;
 pub mod estimate;
 pub mod http;
+pub mod learned;
 pub mod metrics;
 pub mod packing;
 pub mod predict;

@@ -93,7 +93,7 @@ struct ResourceArgs {
     /// Provisioning policy: cocktail (Algorithm 2) or mark (greedy over the horizon).
     #[arg(long, env = "COCKTAIL_POLICY", default_value = "cocktail")]
     policy: String,
-    /// Load predictor: mwa, ewma, linear or holt-winters.
+    /// Load predictor: mwa, ewma, linear, holt-winters or learned (an MLP run by ONNX Runtime).
     #[arg(long, env = "COCKTAIL_PREDICTOR", default_value = "ewma")]
     predictor: String,
     /// Seconds an instance may stay idle before it is recycled.

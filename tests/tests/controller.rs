@@ -426,3 +426,26 @@ async fn marks_greedy_policy_also_covers_a_load_step() {
         "linear serves nothing"
     );
 }
+
+#[test]
+fn the_learned_predictor_runs_through_onnx_runtime() {
+    use cocktail_master::learned::{Learned, MODEL_FILE};
+    use cocktail_master::predict::Predictor;
+    let zoo = cocktail_common::Zoo::load(cocktail_tests::zoo_manifest()).unwrap();
+    let mut learned = Learned::load(&zoo.root().join(MODEL_FILE), None).unwrap();
+    assert_eq!(learned.forecast(10), 0.0);
+    for _ in 0..40 {
+        learned.observe(50.0);
+    }
+    let flat = learned.forecast(10);
+    assert!(
+        (flat - 50.0).abs() < 5.0,
+        "a flat load stays about flat: {flat}"
+    );
+    // Scale-free: ten times the load, ten times the forecast.
+    let mut big = Learned::load(&zoo.root().join(MODEL_FILE), None).unwrap();
+    for _ in 0..40 {
+        big.observe(500.0);
+    }
+    assert!((big.forecast(10) / flat - 10.0).abs() < 1e-3);
+}

@@ -1,6 +1,7 @@
 //! Predictor accuracy (issue 5; Cocktail Table 4): each load predictor's RMSE, forecasting
 //! the request rate 10 intervals (10 minutes at Ts = 1 min) ahead, on each trace. Prints
-//! a markdown table; asserts nothing.
+//! a markdown table; asserts nothing. `learned` is the ONNX MLP of
+//! models/predictors/, trained on other seeds of the same generators.
 //!
 //! `cargo run --release -p cocktail-benches --bin predictor-bench`
 
@@ -24,12 +25,35 @@ struct Args {
     horizon: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Instead of scoring, write training traces (seeds 11-15) as CSV into this folder,
+    /// for models/train/predictor.py.
+    #[arg(long)]
+    dump: Option<std::path::PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(dir) = &args.dump {
+        std::fs::create_dir_all(dir)?;
+        for name in traces::NAMES {
+            for seed in 11..=15 {
+                let trace = traces::generate(name, args.len, args.mean, args.interval_s, seed)
+                    .ok_or_else(|| anyhow::anyhow!("unknown trace {name}"))?;
+                let text: String = trace.iter().map(|r| format!("{r}\n")).collect();
+                std::fs::write(dir.join(format!("{name}-{seed}.csv")), text)?;
+            }
+        }
+        println!(
+            "wrote {} training traces to {}",
+            traces::NAMES.len() * 5,
+            dir.display()
+        );
+        return Ok(());
+    }
     let season = (86_400.0 / args.interval_s).round().max(1.0) as usize;
-    let names = ["mwa", "ewma", "linear", "holt-winters"];
+    let names = ["mwa", "ewma", "linear", "holt-winters", "learned"];
+    let zoo = cocktail_common::Zoo::load(cocktail_common::Zoo::locate(None)?)?;
+    let learned_model = zoo.root().join(cocktail_master::learned::MODEL_FILE);
     println!(
         "RMSE (req/s) of forecasts {} intervals ahead; {} intervals of {} s per trace, mean {} req/s\n",
         args.horizon, args.len, args.interval_s, args.mean
@@ -45,7 +69,14 @@ fn main() -> anyhow::Result<()> {
         let row: Vec<String> = names
             .iter()
             .map(|n| {
-                predict::by_name(n, season).map_or_else(
+                let predictor: Option<Box<dyn predict::Predictor>> = if *n == "learned" {
+                    cocktail_master::learned::Learned::load(&learned_model, None)
+                        .ok()
+                        .map(|p| Box::new(p) as Box<dyn predict::Predictor>)
+                } else {
+                    predict::by_name(n, season)
+                };
+                predictor.map_or_else(
                     || "-".into(),
                     |mut p| format!("{:.2}", rmse(p.as_mut(), &trace, args.horizon)),
                 )

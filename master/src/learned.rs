@@ -1,0 +1,89 @@
+//! The learned load predictor: a small MLP trained offline on generated traces
+//! (`models/train/predictor.py`) and run through ONNX Runtime. It sees the last 30 rates
+//! divided by their mean and answers the rate 10 intervals ahead over that mean, so it
+//! works at any load level. Until it has seen 30 rates it forecasts their mean.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::Mutex;
+
+use ndarray::Array2;
+use ort::session::Session;
+use ort::value::TensorRef;
+
+use crate::MasterError;
+use crate::predict::Predictor;
+
+/// Rates the model reads.
+pub const WINDOW: usize = 30;
+/// The model's file, relative to the zoo's folder.
+pub const MODEL_FILE: &str = "predictors/load_mlp.onnx";
+
+#[derive(Debug)]
+pub struct Learned {
+    // `forecast` takes `&self`, but running a session needs `&mut`.
+    session: Mutex<Session>,
+    recent: VecDeque<f64>,
+}
+
+impl Learned {
+    pub fn load(model: &Path, ort_lib: Option<&Path>) -> Result<Self, MasterError> {
+        let failed = |e: String| {
+            MasterError::Internal(format!("learned predictor `{}`: {e}", model.display()))
+        };
+        let env =
+            cocktail_worker::runtime::environment(ort_lib).map_err(|e| failed(e.to_string()))?;
+        let session = Session::builder(env)
+            .and_then(|b| b.with_intra_threads(1).map_err(ort::Error::from))
+            .and_then(|mut b| b.commit_from_file(model))
+            .map_err(|e| failed(e.to_string()))?;
+        Ok(Self {
+            session: Mutex::new(session),
+            recent: VecDeque::with_capacity(WINDOW),
+        })
+    }
+
+    fn mean(&self) -> f64 {
+        if self.recent.is_empty() {
+            0.0
+        } else {
+            self.recent.iter().sum::<f64>() / self.recent.len() as f64
+        }
+    }
+
+    fn run(&self) -> Option<f64> {
+        let scale = self.mean().max(1e-6);
+        let input = Array2::from_shape_vec(
+            (1, WINDOW),
+            self.recent.iter().map(|r| (r / scale) as f32).collect(),
+        )
+        .ok()?;
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let tensor = TensorRef::from_array_view(input.view()).ok()?;
+        let outputs = session.run(ort::inputs!["rates" => tensor]).ok()?;
+        let (_, value) = outputs.iter().next()?;
+        let (_, data) = value.try_extract_tensor::<f32>().ok()?;
+        data.first().map(|v| f64::from(*v) * scale)
+    }
+}
+
+impl Predictor for Learned {
+    fn name(&self) -> &'static str {
+        "learned (MLP)"
+    }
+
+    fn observe(&mut self, rate: f64) {
+        self.recent.push_back(rate);
+        if self.recent.len() > WINDOW {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Trained for 10 steps ahead; other horizons get the same answer.
+    fn forecast(&self, _steps: usize) -> f64 {
+        if self.recent.len() < WINDOW {
+            return self.mean().max(0.0);
+        }
+        self.run().unwrap_or_else(|| self.mean()).max(0.0)
+    }
+}
