@@ -43,6 +43,9 @@ pub struct ControllerConfig {
     pub policy: Policy,
     /// How long a launch takes to serve (MArk's launch overhead).
     pub launch_time: Duration,
+    /// Track SLO violations over each model's last M member calls (MArk §4.4) instead
+    /// of over the last reactive interval.
+    pub slo_last_requests: Option<usize>,
 }
 
 /// The predictive provisioning policy.
@@ -69,6 +72,7 @@ impl Default for ControllerConfig {
             models: Vec::new(),
             policy: Policy::Cocktail,
             launch_time: Duration::from_secs(60),
+            slo_last_requests: None,
         }
     }
 }
@@ -557,17 +561,25 @@ impl Controller {
             delta
         };
         let records = self.live_instances().await;
-        let slo: HashMap<String, f64> = delta
-            .models
-            .iter()
-            .filter(|(_, u)| u.requests > 0)
-            // A pool still provisioning help is not asked again.
+        // Cocktail samples the violations of the last interval; MArk those of the last M
+        // member calls per model.
+        let shares: HashMap<String, f64> = match self.config.slo_last_requests {
+            Some(count) => self.master.usage.recent_misses(count),
+            None => delta
+                .models
+                .iter()
+                .filter(|(_, u)| u.requests > 0)
+                .map(|(model, u)| (model.clone(), u.misses as f64 / u.requests as f64))
+                .collect(),
+        };
+        // A pool still provisioning help is not asked again.
+        let slo: HashMap<String, f64> = shares
+            .into_iter()
             .filter(|(model, _)| {
                 !records
                     .iter()
-                    .any(|r| &&r.model == model && r.status == InstanceStatus::Provisioning)
+                    .any(|r| &r.model == model && r.status == InstanceStatus::Provisioning)
             })
-            .map(|(model, u)| (model.clone(), u.misses as f64 / u.requests as f64))
             .collect();
         let pools = self.pools(&records, &HashMap::new(), &slo);
         for decision in autoscale::react(&pools, &|p| self.offers(p), &self.config.autoscale) {

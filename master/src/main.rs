@@ -108,6 +108,10 @@ struct ResourceArgs {
     /// Share of deadline misses that triggers a reactive scale-up.
     #[arg(long, env = "COCKTAIL_SLO_THRESHOLD", default_value_t = 0.05)]
     slo_threshold: f64,
+    /// Check SLO violations over each model's last M member calls (MArk §4.4; default
+    /// with `--policy mark`: 100) instead of over the last reactive interval.
+    #[arg(long, env = "COCKTAIL_SLO_LAST_REQUESTS")]
+    slo_last_requests: Option<usize>,
     /// Buy on-demand only (default: spot whenever its price is under the bid).
     #[arg(long, env = "COCKTAIL_ON_DEMAND")]
     on_demand: bool,
@@ -215,6 +219,10 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
                 other => anyhow::bail!("`--policy` must be cocktail or mark; given `{other}`"),
             },
             launch_time: Duration::from_millis(args.provisioning_delay_ms.max(1)),
+            slo_last_requests: args
+                .slo_last_requests
+                .or((args.policy == "mark").then_some(100))
+                .map(|m| m.clamp(1, cocktail_master::usage::RECENT_OUTCOMES)),
         },
         local: LocalConfig {
             worker_bin,

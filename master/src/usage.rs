@@ -2,7 +2,7 @@
 //! model pool the requests that used it, the member calls and the deadlines missed.
 //! Counters only grow; the controller works with the differences between snapshots.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 /// One model's counters.
@@ -47,9 +47,14 @@ impl Snapshot {
     }
 }
 
+/// Member outcomes kept per model for SLO tracking over the last requests.
+pub const RECENT_OUTCOMES: usize = 1000;
+
 #[derive(Debug, Default)]
 pub struct Usage {
     inner: Mutex<Snapshot>,
+    /// Per model, whether each of its last member calls missed its deadline.
+    recent: Mutex<HashMap<String, VecDeque<bool>>>,
 }
 
 impl Usage {
@@ -59,14 +64,41 @@ impl Usage {
         members: impl Iterator<Item = &'a str>,
         missed: impl Iterator<Item = &'a str>,
     ) {
-        let mut s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        s.requests += 1;
+        let missed: Vec<&str> = missed.collect();
+        let members: Vec<&str> = members.collect();
+        {
+            let mut s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            s.requests += 1;
+            for m in &members {
+                s.models.entry((*m).to_owned()).or_default().requests += 1;
+            }
+            for m in &missed {
+                s.models.entry((*m).to_owned()).or_default().misses += 1;
+            }
+        }
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         for m in members {
-            s.models.entry(m.to_owned()).or_default().requests += 1;
+            let outcomes = recent.entry(m.to_owned()).or_default();
+            outcomes.push_back(missed.contains(&m));
+            if outcomes.len() > RECENT_OUTCOMES {
+                outcomes.pop_front();
+            }
         }
-        for m in missed {
-            s.models.entry(m.to_owned()).or_default().misses += 1;
-        }
+    }
+
+    /// Share of deadline misses among the model's last `count` member calls (MArk §4.4),
+    /// per model with any calls.
+    pub fn recent_misses(&self, count: usize) -> HashMap<String, f64> {
+        let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent
+            .iter()
+            .filter(|(_, o)| !o.is_empty())
+            .map(|(m, outcomes)| {
+                let last: Vec<bool> = outcomes.iter().rev().take(count.max(1)).copied().collect();
+                let missed = last.iter().filter(|&&x| x).count();
+                (m.clone(), missed as f64 / last.len() as f64)
+            })
+            .collect()
     }
 
     pub fn snapshot(&self) -> Snapshot {

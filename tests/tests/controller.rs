@@ -449,3 +449,57 @@ fn the_learned_predictor_runs_through_onnx_runtime() {
     }
     assert!((big.forecast(10) / flat - 10.0).abs() < 1e-3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missed_deadlines_over_the_last_requests_scale_up_reactively() {
+    // No grace: a 43 µs target cannot be met over HTTP, so every member call misses.
+    let cluster = Cluster::start(
+        &[
+            "--provider",
+            "local",
+            "--models",
+            "mlp_med",
+            "--instance-types",
+            "r5n.large",
+            "--controller-interval-s",
+            "60",
+            "--reactive-interval-s",
+            "1",
+            "--slo-last-requests",
+            "20",
+            "--provisioning-delay-ms",
+            "100",
+            "--max-threads",
+            "1",
+            "--latency-margin-ms",
+            "0",
+            "--deadline-grace-ms",
+            "0",
+        ],
+        &[],
+    )
+    .await;
+    eventually("the first instance", Duration::from_secs(30), || async {
+        count(&cluster, "mlp_med").await == 1
+    })
+    .await;
+    let results = load(&cluster, 20.0, 2.0).await;
+    assert!(
+        results.iter().all(|(s, _)| *s == 502),
+        "every answer misses its deadline"
+    );
+    eventually("a reactive launch", Duration::from_secs(10), || async {
+        decisions(&cluster).await.iter().any(|d| {
+            d["trigger"] == "reactive"
+                && d["decision"]["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("missed their deadline")
+        })
+    })
+    .await;
+    eventually("a second instance", Duration::from_secs(30), || async {
+        count(&cluster, "mlp_med").await >= 2
+    })
+    .await;
+}
