@@ -43,6 +43,25 @@ pub struct PoolState {
     pub slo_violations: f64,
 }
 
+impl PoolState {
+    /// Importance weight: the pool's share of the window's `total` requests.
+    pub fn weight(&self, total: u64) -> f64 {
+        if total == 0 {
+            0.0
+        } else {
+            (self.requests as f64 / total as f64).min(1.0)
+        }
+    }
+
+    /// Requests per second its instances (provisioning ones included) serve.
+    pub fn capacity(&self, config: &AutoscaleConfig) -> f64 {
+        self.instances
+            .iter()
+            .map(|i| capacity(i.packing_factor, self.latency_ms, config))
+            .sum()
+    }
+}
+
 /// An instance type the pool could get now, with its packing factor for the model and
 /// its current price (spot when the spot price is under the bid, else on-demand).
 #[derive(Debug, Clone, PartialEq)]
@@ -149,17 +168,9 @@ pub fn plan(
     let total = total_requests;
     let mut decisions = Vec::new();
     for pool in pools {
-        let weight = if total == 0 {
-            0.0
-        } else {
-            (pool.requests as f64 / total as f64).min(1.0)
-        };
+        let weight = pool.weight(total);
         let demand = predicted.max(0.0) * weight;
-        let capacity_now: f64 = pool
-            .instances
-            .iter()
-            .map(|i| capacity(i.packing_factor, pool.latency_ms, config))
-            .sum();
+        let capacity_now = pool.capacity(config);
         let missing = config.min_instances.saturating_sub(pool.instances.len());
         let needed = demand - capacity_now;
         if needed > 0.0 || missing > 0 {
@@ -242,11 +253,7 @@ pub fn react(
         .filter(|p| p.slo_violations > config.slo_threshold)
         .filter_map(|pool| {
             let offers = offers(pool);
-            let capacity_now: f64 = pool
-                .instances
-                .iter()
-                .map(|i| capacity(i.packing_factor, pool.latency_ms, config))
-                .sum();
+            let capacity_now = pool.capacity(config);
             // One instance's worth: the smallest cover of any extra load.
             let (offer, _) = procure(f64::MIN_POSITIVE, pool.latency_ms, &offers, config)?;
             Some(Decision {

@@ -383,26 +383,12 @@ impl Controller {
             m.pools = pools
                 .iter()
                 .map(|p| {
-                    let weight = if total == 0 {
-                        0.0
-                    } else {
-                        (p.requests as f64 / total as f64).min(1.0)
-                    };
+                    let weight = p.weight(total);
                     PoolReport {
                         model: p.model.clone(),
                         weight,
                         demand: predicted * weight,
-                        capacity: p
-                            .instances
-                            .iter()
-                            .map(|i| {
-                                autoscale::capacity(
-                                    i.packing_factor,
-                                    p.latency_ms,
-                                    &self.config.autoscale,
-                                )
-                            })
-                            .sum(),
+                        capacity: p.capacity(&self.config.autoscale),
                         instances: p.instances.len(),
                         requests: p.requests,
                     }
@@ -428,11 +414,7 @@ impl Controller {
         let config = &self.config.autoscale;
         let mut decisions = Vec::new();
         for pool in pools {
-            let weight = if total == 0 {
-                0.0
-            } else {
-                (pool.requests as f64 / total as f64).min(1.0)
-            };
+            let weight = pool.weight(total);
             let share: Vec<f64> = forecast.iter().map(|f| f * weight).collect();
             let capacity_of = |pf: u32| autoscale::capacity(pf, pool.latency_ms, config);
             let running: Vec<(String, f64, f64)> = pool

@@ -111,6 +111,47 @@ impl Drop for Process {
     }
 }
 
+/// Polls `check` every 50 ms until it holds; fails the test after `limit`.
+pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Starts a test server (`binary args`, output discarded) and waits until it accepts
+/// connections on `port`; it is killed when dropped.
+pub async fn start_server(binary: &std::path::Path, args: &[String], port: u16) -> Child {
+    let child = Command::new(binary)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e} (scripts/test.sh installs it)", binary.display()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{} did not listen",
+            binary.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child
+}
+
 /// A free TCP port on localhost (bound and released; fine for tests).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -205,31 +246,18 @@ impl Mongo {
         let binary = std::env::var_os("COCKTAIL_MONGOD")
             .map(PathBuf::from)
             .unwrap_or_else(|| workspace_root().join(".deps/secantusdb/bin/secantusd-py"));
-        let child = Command::new(&binary)
-            .args([
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--storage-path",
-                ":memory:",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("{}: {e} (scripts/test.sh installs it)", binary.display()));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the MongoDB-wire server did not listen"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let args: Vec<String> = [
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--storage-path",
+            ":memory:",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let child = start_server(&binary, &args, port).await;
         Self {
             _child: child,
             port,

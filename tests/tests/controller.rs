@@ -10,26 +10,10 @@
 
 use std::time::{Duration, Instant};
 
-use cocktail_tests::cluster::{Cluster, image_request, png_base64};
+use cocktail_tests::cluster::{Cluster, eventually, image_request, png_base64};
 use serde_json::{Value, json};
 
 const POOLS: &str = "mlp_med,dwsep,cnn_small,linear";
-
-/// Polls until `check` holds, failing after `limit`.
-async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    while !check().await {
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not happen within {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 async fn registered(cluster: &Cluster) -> Vec<Value> {
     cluster.get("/v1/workers").await["workers"]

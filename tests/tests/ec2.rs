@@ -10,13 +10,10 @@
     reason = "an integration test fails by panicking, with the value that was wrong"
 )]
 
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
 use cocktail_common::catalog::Catalog;
 use cocktail_master::provider::ec2::{Ec2Config, Ec2Provider};
 use cocktail_master::provider::{InstanceStatus, LaunchSpec, Provider};
-use cocktail_tests::cluster::free_port;
+use cocktail_tests::cluster::{free_port, start_server};
 use cocktail_tests::workspace_root;
 
 struct Moto {
@@ -29,21 +26,13 @@ async fn moto() -> Moto {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| workspace_root().join(".deps/moto/bin/moto_server"));
     let port = free_port();
-    let child = tokio::process::Command::new(&binary)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e} (scripts/test.sh installs it)", binary.display()));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "moto did not listen");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let args = vec![
+        "-H".to_owned(),
+        "127.0.0.1".to_owned(),
+        "-p".to_owned(),
+        port.to_string(),
+    ];
+    let child = start_server(&binary, &args, port).await;
     Moto {
         _child: child,
         url: format!("http://127.0.0.1:{port}"),

@@ -11,27 +11,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cocktail_tests::cluster::{Cluster, Process, free_port, image_request, png_base64};
+use cocktail_tests::cluster::{Cluster, Process, eventually, free_port, image_request, png_base64};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// Polls `check` every 50 ms until it holds or `limit` passes.
-async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    while !check().await {
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not happen within {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn worker_entry(cluster: &Cluster, model: &str) -> Option<Value> {
     cluster.get("/v1/workers").await["workers"]
