@@ -28,6 +28,10 @@ pub struct Registration {
     pub queue_items: usize,
     /// ONNX Runtime intra-op threads (the emulated instance size).
     pub threads: usize,
+    /// A burst instance (MArk's Lambda): it gets only the requests the regular
+    /// instances of its pool cannot take at once.
+    #[serde(default)]
+    pub burst: bool,
 }
 
 /// The master's answer to a registration.

@@ -25,6 +25,8 @@ pub struct Instance {
     /// `{url}/v2/models/{model}/infer`, built once.
     pub infer_url: String,
     pub packing_factor: u32,
+    /// A burst instance serves only what the regular ones cannot take at once.
+    pub burst: bool,
     in_flight: AtomicU32,
     draining: AtomicBool,
     down: AtomicBool,
@@ -110,8 +112,25 @@ impl Pool {
                     .collect();
                 let slots: Vec<Slots> = candidates.iter().map(|i| i.slots()).collect();
                 usable |= slots.iter().any(|s| s.available);
-                if let Some(choice) = packing::choose(slots.iter().copied()) {
+                // Regular instances first; a request that would have to wait spills to
+                // the burst instances (MArk's Lambda) while they have a free slot.
+                let in_tier = |burst: bool| {
+                    slots.iter().zip(&candidates).map(move |(s, i)| Slots {
+                        available: s.available && i.burst == burst,
+                        ..*s
+                    })
+                };
+                let regular = packing::choose(in_tier(false));
+                let spill = regular
+                    .is_none()
+                    .then(|| packing::choose(in_tier(true)))
+                    .flatten();
+                if let Some(choice) = regular.or(spill) {
                     let instance = candidates[choice];
+                    if spill.is_some() {
+                        metrics::counter!("cocktail_master_burst_spills_total", "model" => instance.model.clone())
+                            .increment(1);
+                    }
                     if instance.try_take() {
                         *instance.last_used.lock().unwrap_or_else(|p| p.into_inner()) =
                             Instant::now();
@@ -155,6 +174,7 @@ pub struct InstanceView {
     pub model: String,
     pub url: String,
     pub packing_factor: u32,
+    pub burst: bool,
     pub in_flight: u32,
     pub draining: bool,
     pub down: bool,
@@ -181,6 +201,7 @@ impl Registry {
             infer_url: format!("{url}/v2/models/{}/infer", registration.model),
             url,
             packing_factor: registration.packing_factor.max(1),
+            burst: registration.burst,
             in_flight: AtomicU32::new(0),
             draining: AtomicBool::new(false),
             down: AtomicBool::new(false),
@@ -275,6 +296,7 @@ impl Registry {
                 model: i.model.clone(),
                 url: i.url.clone(),
                 packing_factor: i.packing_factor,
+                burst: i.burst,
                 in_flight: i.in_flight.load(Ordering::Acquire),
                 draining: i.draining.load(Ordering::Acquire),
                 down: i.down.load(Ordering::Acquire),
@@ -324,6 +346,7 @@ mod tests {
             packing_factor: pf,
             queue_items: 0,
             threads: 1,
+            burst: false,
         }
     }
 
@@ -355,6 +378,24 @@ mod tests {
         drop(fourth);
         assert_eq!(waiter.await.unwrap().unwrap(), third.instance.id);
         drop((first, second));
+    }
+
+    #[tokio::test]
+    async fn requests_spill_to_burst_instances_only_when_the_regular_ones_are_full() {
+        let registry = Registry::default();
+        registry.register(&Registration {
+            burst: true,
+            ..registration("lambda", 4)
+        });
+        registry.register(&registration("a", 1));
+        let pool = registry.pool("m").unwrap();
+        let soon = Instant::now() + Duration::from_millis(20);
+        let first = pool.acquire(soon, &[]).await.unwrap();
+        assert_eq!(first.instance.id, "a");
+        let second = pool.acquire(soon, &[]).await.unwrap();
+        assert_eq!(second.instance.id, "lambda", "a is full: spill");
+        drop(first);
+        assert_eq!(pool.acquire(soon, &[]).await.unwrap().instance.id, "a");
     }
 
     #[tokio::test]

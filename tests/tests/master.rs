@@ -677,3 +677,63 @@ async fn requests_keep_succeeding_when_redis_stops() {
     println!("cache errors while Redis was down: {errors}");
     assert!(errors >= 1.0, "Redis failures must be counted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_pool_spills_to_its_burst_instance() {
+    use cocktail_tests::cluster::{Process, eventually};
+    // dwsep's packing factor is 1 at one thread: a second concurrent request would wait.
+    let cluster = Cluster::start(RELAXED, &["dwsep"]).await;
+    let args: Vec<String> = [
+        "--model",
+        "dwsep",
+        "--port",
+        "0",
+        "--master",
+        &cluster.master.url,
+        "--burst",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let _burst = Process::start("cocktail-worker", &args).await;
+    eventually("the burst instance", Duration::from_secs(30), || async {
+        cluster.get("/v1/workers").await["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["burst"] == true)
+    })
+    .await;
+    let (images, _) = fashion_images(8);
+    let parameters = json!({ "latency_ms": 0.043, "accuracy": 0.5, "objective": "latency" });
+    let mut lanes = Vec::new();
+    for lane in 0..8 {
+        let body = image_request(&images[lane..=lane], parameters.clone());
+        let (client, url) = (
+            cluster.client.clone(),
+            cluster.url("/v2/models/fashion/infer"),
+        );
+        lanes.push(tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            for _ in 0..20 {
+                statuses.push(
+                    client
+                        .post(&url)
+                        .json(&body)
+                        .send()
+                        .await
+                        .unwrap()
+                        .status()
+                        .as_u16(),
+                );
+            }
+            statuses
+        }));
+    }
+    for lane in lanes {
+        assert!(lane.await.unwrap().iter().all(|s| *s == 200));
+    }
+    let spills = metric(&cluster, "cocktail_master_burst_spills_total").await;
+    println!("{spills} of 160 requests spilled to the burst instance");
+    assert!(spills > 0.0 && spills < 160.0, "{spills}");
+}

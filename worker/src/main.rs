@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use cocktail_common::control::Registration;
 use cocktail_worker::control::ControlConfig;
 use cocktail_worker::server::{Worker, WorkerConfig};
 use tracing_subscriber::EnvFilter;
@@ -58,6 +59,10 @@ struct Args {
     /// This worker's id at the master (default: MODEL@ADVERTISE_URL).
     #[arg(long, env = "COCKTAIL_WORKER_ID")]
     id: Option<String>,
+    /// Register as a burst instance: the master sends it only what its pool's regular
+    /// instances cannot take at once (MArk's Lambda).
+    #[arg(long, env = "COCKTAIL_BURST")]
+    burst: bool,
     /// Heartbeat period in milliseconds until the master says otherwise.
     #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000)]
     heartbeat_ms: u64,
@@ -124,7 +129,10 @@ fn run(args: Args) -> anyhow::Result<()> {
         let id = args.id.unwrap_or_else(|| format!("{}@{url}", config.model));
         ControlConfig {
             master,
-            registration: worker.registration(id, url),
+            registration: Registration {
+                burst: args.burst,
+                ..worker.registration(id, url)
+            },
             heartbeat: Duration::from_millis(args.heartbeat_ms.max(10)),
             imds: args.imds_url,
             imds_poll: Duration::from_millis(args.imds_poll_ms.max(10)),

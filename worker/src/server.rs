@@ -109,6 +109,7 @@ impl Worker {
                 .max(1),
             queue_items: self.queue_items,
             threads: self.threads,
+            burst: false,
         }
     }
 
