@@ -97,7 +97,7 @@ impl LocalProvider {
         let doomed: Vec<(InstanceRecord, String)> = {
             let mut entries = self.lock();
             let mut doomed = Vec::new();
-            for (n, entry) in entries.values_mut().enumerate() {
+            for entry in entries.values_mut() {
                 let r = &mut entry.record;
                 if !r.spot || r.status != InstanceStatus::Running {
                     continue;
@@ -111,8 +111,10 @@ impl LocalProvider {
                         "spot price ${price:.4}/h rose above the bid ${:.4}/h",
                         self.catalog.bid(ty)
                     )
-                } else if unit_random(self.config.seed, counter.wrapping_mul(1_000_003) + n as u64)
-                    < chance
+                } else if unit_random(
+                    self.config.seed,
+                    counter.wrapping_mul(1_000_003) ^ instance_key(&r.id),
+                ) < chance
                 {
                     "spot capacity reclaimed (chaos)".to_owned()
                 } else {
@@ -225,6 +227,15 @@ impl LocalProvider {
             }
         }
     }
+}
+
+/// A stable number per instance id, so the chaos does not depend on map order.
+fn instance_key(id: &str) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    // SipHash with fixed keys: the same id gives the same key in every run.
+    let mut hasher = std::hash::DefaultHasher::new();
+    id.hash(&mut hasher);
+    hasher.finish()
 }
 
 impl Provider for LocalProvider {
