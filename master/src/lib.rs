@@ -1,29 +1,25 @@
-//! The Cocktail-rs master. Pure policies (`estimate`, `selection`, `voting`, `packing`)
-//! are shared with the simulator; the rest is the live request path.
+//! The Cocktail-rs master.
+//!
+//! - `policy`: pure decisions (selection, voting, packing, prediction, autoscaling),
+//!   shared with the simulator.
+//! - `serving`: the request path, from parsing to the voted answer.
+//! - `resources`: the resource controller, its providers and its state.
+//! - `http`, `server`, `config`, `metrics`, `error`: the process around them.
+//!
+//! Every module is also re-exported at the top (`cocktail_master::selection`, ...).
 
-pub mod autoscale;
-pub mod cache;
 pub mod config;
-pub mod controller;
-pub mod dispatch;
 pub mod error;
-pub mod estimate;
 pub mod http;
-pub mod learned;
 pub mod metrics;
-pub mod packing;
-pub mod predict;
-pub mod provider;
-pub mod registry;
-pub mod request;
-pub mod selection;
+pub mod policy;
+pub mod resources;
 pub mod server;
-pub mod service;
-pub mod state;
-pub mod store;
-pub mod tasks;
-pub mod usage;
-pub mod voting;
+pub mod serving;
+
+pub use policy::{autoscale, estimate, packing, predict, selection, voting};
+pub use resources::{controller, learned, provider, store};
+pub use serving::{cache, dispatch, registry, request, service, state, tasks, usage};
 
 pub use config::{Interval, MasterConfig};
 pub use error::MasterError;

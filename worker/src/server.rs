@@ -10,10 +10,9 @@ use std::time::Duration;
 use actix_web::{App, HttpServer, web};
 use cocktail_common::Zoo;
 use cocktail_common::batching::{self, BatchPolicy};
+use cocktail_common::control::Registration;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
-
-use cocktail_common::control::Registration;
 
 use crate::batcher::BatcherHandle;
 use crate::control::{Control, ControlConfig};

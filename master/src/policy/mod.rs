@@ -1,0 +1,9 @@
+//! Pure policies: no I/O, no clocks, no randomness of their own. The live master and the
+//! simulator make the same decisions by calling them with the same measurements.
+
+pub mod autoscale;
+pub mod estimate;
+pub mod packing;
+pub mod predict;
+pub mod selection;
+pub mod voting;

@@ -1,0 +1,12 @@
+//! The request path: parsing and checking requests, the per-constraint ensembles and
+//! their shared cache, the worker pools, dispatch with deadlines, voting, feedback, and
+//! the usage the resource controller measures.
+
+pub mod cache;
+pub mod dispatch;
+pub mod registry;
+pub mod request;
+pub mod service;
+pub mod state;
+pub mod tasks;
+pub mod usage;
