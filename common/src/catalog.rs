@@ -153,7 +153,7 @@ pub fn packing_factor(profile: Option<&Profile>, ty: &InstanceType, gpu: &GpuMod
 }
 
 /// Spot prices over time.
-pub trait SpotPrices: Send + Sync {
+pub trait SpotPrices: Send + Sync + std::fmt::Debug {
     /// USD per hour for `ty` at `t` seconds since the start.
     fn price(&self, ty: &InstanceType, t: f64) -> f64;
 }

@@ -137,6 +137,14 @@ struct ResourceArgs {
     /// catalog's, 120).
     #[arg(long, env = "COCKTAIL_SPOT_NOTICE_S")]
     spot_notice_s: Option<f64>,
+    /// Stopped burstable standbys kept per pool and resumed on a spot interruption
+    /// (MArk §4.5).
+    #[arg(long, env = "COCKTAIL_STANDBYS", default_value_t = 0)]
+    standbys: usize,
+    /// Local provider: replay this spot price history (CSV `seconds,instance_type,price`)
+    /// instead of the synthetic process.
+    #[arg(long, env = "COCKTAIL_SPOT_HISTORY")]
+    spot_history: Option<PathBuf>,
     /// Seed of the spot prices and the chaos.
     #[arg(long, env = "COCKTAIL_SEED", default_value_t = 1)]
     seed: u64,
@@ -223,6 +231,7 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
                 .slo_last_requests
                 .or((args.policy == "mark").then_some(100))
                 .map(|m| m.clamp(1, cocktail_master::usage::RECENT_OUTCOMES)),
+            standbys: args.standbys,
         },
         local: LocalConfig {
             worker_bin,
@@ -236,6 +245,7 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
             revocations_per_hour: args.revocations_per_hour.max(0.0),
             notice: seconds(notice.max(0.001), "spot-notice-s")?,
             seed: args.seed,
+            spot_history: args.spot_history,
         },
         #[cfg(feature = "ec2")]
         ec2: if ec2 {

@@ -83,7 +83,7 @@ pub async fn serve(
                     });
                     provider
                 }
-                () => LocalProvider::start(resources.local, resources.catalog.clone()),
+                () => LocalProvider::start(resources.local, resources.catalog.clone())?,
             };
             let store: Arc<dyn Store> = match &resources.mongo_url {
                 Some(url) => Arc::new(MongoStore::start(url, &resources.mongo_db).await?),

@@ -487,3 +487,97 @@ async fn missed_deadlines_over_the_last_requests_scale_up_reactively() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_standby_covers_a_spot_interruption_and_is_stopped_again() {
+    // Replayed spot prices: r5n.large rises above the bid (40 % of $0.149) after 12 s.
+    let history = std::env::temp_dir().join(format!("cocktail-spot-{}.csv", std::process::id()));
+    std::fs::write(
+        &history,
+        "seconds,instance_type,price\n0,r5n.large,0.04\n12,r5n.large,0.10\n",
+    )
+    .unwrap();
+    let history_arg = history.display().to_string();
+    let cluster = Cluster::start(
+        &[
+            "--provider",
+            "local",
+            "--models",
+            "mlp_med",
+            "--instance-types",
+            "r5n.large,t3.xlarge",
+            "--standbys",
+            "1",
+            "--spot-history",
+            &history_arg,
+            "--controller-interval-s",
+            "1",
+            "--reactive-interval-s",
+            "60",
+            "--spot-notice-s",
+            "4",
+            "--provisioning-delay-ms",
+            "300",
+            "--max-threads",
+            "1",
+            "--latency-margin-ms",
+            "0",
+            "--deadline-grace-ms",
+            "5000",
+        ],
+        &[],
+    )
+    .await;
+    let instances = || async {
+        cluster.get("/v1/instances").await["instances"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    eventually(
+        "a stopped standby and a running spot instance",
+        Duration::from_secs(20),
+        || async {
+            let all = instances().await;
+            all.iter()
+                .any(|i| i["status"] == "stopped" && i["instance_type"] == "t3.xlarge")
+                && all
+                    .iter()
+                    .any(|i| i["status"] == "running" && i["spot"] == true)
+        },
+    )
+    .await;
+    // Load across the price rise, the revocation and the standby's resumption.
+    let results = load(&cluster, 20.0, 12.0).await;
+    let failed = results.iter().filter(|(s, _)| *s != 200).count();
+    println!("{} requests, {failed} failed", results.len());
+    assert_eq!(failed, 0);
+    let all = decisions(&cluster).await;
+    let resumed = all
+        .iter()
+        .find(|d| d["trigger"] == "interruption" && d["decision"]["action"]["kind"] == "resume")
+        .unwrap_or_else(|| panic!("no standby resumed in {all:?}"));
+    assert!(
+        resumed["decision"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cold standby")
+    );
+    // Regular capacity comes back (on-demand now: spot is above the bid) and the standby
+    // goes cold again.
+    eventually(
+        "the standby stopped again",
+        Duration::from_secs(30),
+        || async {
+            decisions(&cluster).await.iter().any(|d| {
+                d["decision"]["action"]["kind"] == "stop"
+                    && d["decision"]["reason"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("regular capacity")
+            })
+        },
+    )
+    .await;
+    let _ = std::fs::remove_file(&history);
+}

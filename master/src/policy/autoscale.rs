@@ -108,6 +108,14 @@ pub enum Action {
     Terminate {
         id: String,
     },
+    /// Start a stopped instance (a cold standby, mark.txt §4.5).
+    Resume {
+        id: String,
+    },
+    /// Stop an instance without giving it up (a standby back to cold).
+    Stop {
+        id: String,
+    },
 }
 
 /// One decision with everything that led to it, kept for `/v1/decisions`.

@@ -4,7 +4,7 @@
 //! stops routing to the doomed instance and launches a replacement (mark.txt §4.5). The
 //! provider carries out the decisions; the store keeps them with their reasons.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -46,6 +46,9 @@ pub struct ControllerConfig {
     /// Track SLO violations over each model's last M member calls (MArk §4.4) instead
     /// of over the last reactive interval.
     pub slo_last_requests: Option<usize>,
+    /// Stopped burstable instances kept per pool, resumed on a spot interruption
+    /// (mark.txt §4.5).
+    pub standbys: usize,
 }
 
 /// The predictive provisioning policy.
@@ -73,6 +76,7 @@ impl Default for ControllerConfig {
             policy: Policy::Cocktail,
             launch_time: Duration::from_secs(60),
             slo_last_requests: None,
+            standbys: 0,
         }
     }
 }
@@ -115,6 +119,14 @@ pub struct Controller {
     predictor: Mutex<Box<dyn Predictor>>,
     measures: Mutex<Measures>,
     pub store: Arc<dyn Store>,
+    standbys: Mutex<Standbys>,
+}
+
+/// The cold standbys: every standby's id, and those resumed to cover an interruption.
+#[derive(Debug, Default)]
+struct Standbys {
+    all: HashSet<String>,
+    active: HashSet<String>,
 }
 
 impl Controller {
@@ -192,6 +204,7 @@ impl Controller {
             predictor: Mutex::new(predictor),
             config,
             store,
+            standbys: Mutex::new(Standbys::default()),
         }))
     }
 
@@ -285,6 +298,12 @@ impl Controller {
             .map(|v| (v.id, v.idle_ms as f64 / 1000.0))
             .collect();
         let now = now_s();
+        let standbys = self
+            .standbys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .all
+            .clone();
         let mut names: Vec<&String> = self.models.keys().collect();
         names.sort();
         names
@@ -293,7 +312,11 @@ impl Controller {
                 let info = &self.models[model];
                 let instances = records
                     .iter()
-                    .filter(|r| &r.model == model)
+                    .filter(|r| {
+                        &r.model == model
+                            && r.status != InstanceStatus::Stopped
+                            && !standbys.contains(&r.id)
+                    })
                     .map(|r| InstanceState {
                         id: r.id.clone(),
                         instance_type: r.instance_type.clone(),
@@ -399,6 +422,94 @@ impl Controller {
         for decision in decisions {
             self.execute("predictive", predicted, decision).await;
         }
+        for (trigger, decision) in self.tend_standbys(&records, &pools, predicted, total) {
+            self.execute(trigger, predicted, decision).await;
+        }
+    }
+
+    /// Keeps `standbys` stopped burstable instances per pool (mark.txt §4.5): launches the
+    /// missing ones, stops them once ready, and stops a resumed one again when the pool's
+    /// regular instances cover its demand.
+    fn tend_standbys(
+        &self,
+        records: &[InstanceRecord],
+        pools: &[PoolState],
+        predicted: f64,
+        total: u64,
+    ) -> Vec<(&'static str, Decision)> {
+        if self.config.standbys == 0 {
+            return Vec::new();
+        }
+        let Some(ty) = self
+            .allowed_types()
+            .filter(|t| t.burstable)
+            .min_by(|a, b| a.on_demand_per_hour.total_cmp(&b.on_demand_per_hour))
+        else {
+            return Vec::new();
+        };
+        let mut standbys = self.standbys.lock().unwrap_or_else(|p| p.into_inner());
+        let mut decisions = Vec::new();
+        for pool in pools {
+            let weight = pool.weight(total);
+            let demand = predicted * weight;
+            let capacity = pool.capacity(&self.config.autoscale);
+            let decide = |action: Action, reason: String| Decision {
+                pool: pool.model.clone(),
+                action,
+                weight,
+                demand,
+                capacity,
+                reason,
+            };
+            let mine: Vec<&InstanceRecord> = records
+                .iter()
+                .filter(|r| r.model == pool.model && standbys.all.contains(&r.id))
+                .collect();
+            let missing = self.config.standbys.saturating_sub(mine.len());
+            if missing > 0 {
+                decisions.push((
+                    "standby",
+                    decide(
+                        Action::Launch {
+                            instance_type: ty.name.clone(),
+                            count: missing as u32,
+                            spot: false,
+                            price_per_hour: ty.on_demand_per_hour,
+                        },
+                        format!(
+                            "cold standby (mark.txt §4.5): {missing} × {} to stop once ready",
+                            ty.name
+                        ),
+                    ),
+                ));
+            }
+            let regular_running = records.iter().any(|r| {
+                r.model == pool.model
+                    && r.status == InstanceStatus::Running
+                    && !standbys.all.contains(&r.id)
+            });
+            for r in mine.iter().filter(|r| r.status == InstanceStatus::Running) {
+                if !standbys.active.contains(&r.id) {
+                    decisions.push((
+                        "standby",
+                        decide(
+                            Action::Stop { id: r.id.clone() },
+                            "cold standby ready: stopped until a spot interruption".into(),
+                        ),
+                    ));
+                } else if regular_running && capacity >= demand {
+                    standbys.active.remove(&r.id);
+                    decisions.push((
+                        "standby",
+                        decide(
+                            Action::Stop { id: r.id.clone() },
+                            format!("regular capacity {capacity:.1} req/s covers {demand:.1} again: standby stopped"),
+                        ),
+                    ));
+                }
+            }
+        }
+        decisions
     }
 
     /// MArk's greedy provisioning per pool (mark.txt §4.3): the pool's share of each
@@ -602,6 +713,38 @@ impl Controller {
             }
             registry.drain(&id);
         });
+        let records = self.live_instances().await;
+        let cold = {
+            let standbys = self.standbys.lock().unwrap_or_else(|p| p.into_inner());
+            records
+                .iter()
+                .find(|r| {
+                    r.model == notice.model
+                        && r.status == InstanceStatus::Stopped
+                        && standbys.all.contains(&r.id)
+                })
+                .map(|r| r.id.clone())
+        };
+        if let Some(id) = cold {
+            self.standbys
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .active
+                .insert(id.clone());
+            let decision = Decision {
+                pool: notice.model.clone(),
+                action: Action::Resume { id: id.clone() },
+                weight: 0.0,
+                demand: 0.0,
+                capacity: 0.0,
+                reason: format!(
+                    "resumes cold standby {id} for {} after a spot interruption: {}",
+                    notice.id, notice.reason
+                ),
+            };
+            self.execute("interruption", 0.0, decision).await;
+            return;
+        }
         let standby = self
             .allowed_types()
             .find(|t| t.burstable)
@@ -651,11 +794,35 @@ impl Controller {
                     match self.provider.launch(spec).await {
                         Ok(record) => {
                             self.store.record(Collection::Instances, json!(record));
+                            if trigger == "standby" {
+                                self.standbys
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .all
+                                    .insert(record.id.clone());
+                            }
                             outcome.push(record.id);
                         }
                         Err(e) => outcome.push(format!("failed: {e}")),
                     }
                 }
+            }
+            Action::Resume { id } => {
+                if let Err(e) = self.provider.start(id).await {
+                    outcome.push(format!("failed: {e}"));
+                } else {
+                    outcome.push(id.clone());
+                }
+            }
+            Action::Stop { id } => {
+                self.master.registry.drain(id);
+                let (provider, id) = (Arc::clone(&self.provider), id.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = provider.stop(&id).await {
+                        tracing::warn!(%id, error = %e, "stop failed");
+                    }
+                });
+                outcome.push(decision_id(&decision));
             }
             Action::Terminate { id } => {
                 // No new work first; the worker drains on SIGTERM.
@@ -723,7 +890,7 @@ impl Controller {
 
 fn decision_id(decision: &Decision) -> String {
     match &decision.action {
-        Action::Terminate { id } => id.clone(),
+        Action::Terminate { id } | Action::Resume { id } | Action::Stop { id } => id.clone(),
         Action::Launch { instance_type, .. } => instance_type.clone(),
     }
 }

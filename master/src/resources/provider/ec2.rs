@@ -217,6 +217,8 @@ impl Ec2Provider {
                 status: InstanceStatus::Provisioning,
                 launched_at: now,
                 terminated_at: None,
+                stopped_s: 0.0,
+                stopped_at: None,
             })
             .collect())
     }
@@ -305,6 +307,8 @@ impl Provider for Ec2Provider {
                 status: InstanceStatus::Provisioning,
                 launched_at: super::now_s(),
                 terminated_at: None,
+                stopped_s: 0.0,
+                stopped_at: None,
             })
         }
         .boxed()
@@ -322,6 +326,36 @@ impl Provider for Ec2Provider {
                         "TerminateInstances",
                         aws_sdk_ec2::error::DisplayErrorContext(e),
                     )
+                })?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn stop<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>> {
+        async move {
+            self.client
+                .stop_instances()
+                .instance_ids(id)
+                .send()
+                .await
+                .map_err(|e| {
+                    provider_error("StopInstances", aws_sdk_ec2::error::DisplayErrorContext(e))
+                })?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn start<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>> {
+        async move {
+            self.client
+                .start_instances()
+                .instance_ids(id)
+                .send()
+                .await
+                .map_err(|e| {
+                    provider_error("StartInstances", aws_sdk_ec2::error::DisplayErrorContext(e))
                 })?;
             Ok(())
         }
@@ -360,6 +394,9 @@ impl Provider for Ec2Provider {
                 let status = match instance.state().and_then(|s| s.name()) {
                     Some(InstanceStateName::Pending) => InstanceStatus::Provisioning,
                     Some(InstanceStateName::Running) => InstanceStatus::Running,
+                    Some(InstanceStateName::Stopping | InstanceStateName::Stopped) => {
+                        InstanceStatus::Stopped
+                    }
                     _ => InstanceStatus::Terminated,
                 };
                 records.push(InstanceRecord {
@@ -374,6 +411,8 @@ impl Provider for Ec2Provider {
                     status,
                     launched_at: instance.launch_time().map_or(0.0, |t| t.secs() as f64),
                     terminated_at: (status == InstanceStatus::Terminated).then(super::now_s),
+                    stopped_s: 0.0,
+                    stopped_at: (status == InstanceStatus::Stopped).then(super::now_s),
                 });
             }
             records.sort_by(|a, b| a.id.cmp(&b.id));

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cocktail_common::catalog::{Catalog, InstanceType, SpotPrices, SpotProcess, unit_random};
+use cocktail_common::catalog::{
+    Catalog, InstanceType, SpotPrices, SpotProcess, SpotReplay, unit_random,
+};
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -35,6 +37,9 @@ pub struct LocalConfig {
     /// Warning before a revoked instance goes (EC2: 2 minutes).
     pub notice: Duration,
     pub seed: u64,
+    /// Replay this spot price history (`seconds,instance_type,price` CSV, seconds since
+    /// the provider started) instead of the synthetic process.
+    pub spot_history: Option<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -47,7 +52,7 @@ struct Entry {
 pub struct LocalProvider {
     config: LocalConfig,
     catalog: Catalog,
-    prices: SpotProcess,
+    prices: Box<dyn SpotPrices>,
     started: Instant,
     entries: Arc<Mutex<HashMap<String, Entry>>>,
     next: AtomicU64,
@@ -57,10 +62,14 @@ pub struct LocalProvider {
 
 impl LocalProvider {
     /// Creates the provider and starts its revocation watch; call inside Tokio.
-    pub fn start(config: LocalConfig, catalog: Catalog) -> Arc<Self> {
+    pub fn start(config: LocalConfig, catalog: Catalog) -> Result<Arc<Self>, MasterError> {
         let (notify, events) = mpsc::channel(1024);
+        let prices: Box<dyn SpotPrices> = match &config.spot_history {
+            Some(path) => Box::new(SpotReplay::load(path)?),
+            None => Box::new(SpotProcess::new(catalog.spot, config.seed)),
+        };
         let provider = Arc::new(Self {
-            prices: SpotProcess::new(catalog.spot, config.seed),
+            prices,
             catalog,
             started: Instant::now(),
             entries: Arc::new(Mutex::new(HashMap::new())),
@@ -82,7 +91,7 @@ impl LocalProvider {
                 provider.revocations(counter);
             }
         });
-        provider
+        Ok(provider)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
@@ -137,20 +146,32 @@ impl LocalProvider {
             let provider = Arc::clone(self);
             tokio::spawn(async move {
                 tokio::time::sleep(provider.config.notice).await;
-                let _ = provider.stop(&record.id).await;
+                let _ = provider.halt(&record.id, InstanceStatus::Terminated).await;
             });
         }
     }
 
-    /// SIGTERM (the worker drains and deregisters), then waits for it to exit.
-    async fn stop(&self, id: &str) -> Result<(), MasterError> {
+    /// SIGTERM (the worker drains and deregisters), then waits for it to exit; the
+    /// instance ends `Terminated`, or `Stopped` to be started again.
+    async fn halt(&self, id: &str, to: InstanceStatus) -> Result<(), MasterError> {
         let child = {
             let mut entries = self.lock();
             let entry = entries
                 .get_mut(id)
                 .ok_or_else(|| MasterError::UnknownInstance { id: id.to_owned() })?;
-            entry.record.status = InstanceStatus::Terminated;
-            entry.record.terminated_at = Some(now_s());
+            if entry.record.status == InstanceStatus::Terminated {
+                return Ok(());
+            }
+            let now = now_s();
+            if to == InstanceStatus::Terminated {
+                entry.record.terminated_at = Some(now);
+                if let Some(stopped_at) = entry.record.stopped_at.take() {
+                    entry.record.stopped_s += now - stopped_at;
+                }
+            } else if entry.record.stopped_at.is_none() {
+                entry.record.stopped_at = Some(now);
+            }
+            entry.record.status = to;
             entry.child.take()
         };
         if let Some(mut child) = child {
@@ -176,8 +197,9 @@ impl LocalProvider {
         id: String,
         model: String,
         threads: usize,
+        delay: Duration,
     ) {
-        tokio::time::sleep(config.provisioning_delay).await;
+        tokio::time::sleep(delay).await;
         let mut command = Command::new(&config.worker_bin);
         command
             .args([
@@ -205,8 +227,8 @@ impl LocalProvider {
         let Some(entry) = entries_now.get_mut(&id) else {
             return;
         };
-        if entry.record.status == InstanceStatus::Terminated {
-            return; // terminated while provisioning; the child (if any) is dropped and killed
+        if entry.record.status != InstanceStatus::Provisioning {
+            return; // stopped or terminated while provisioning; the child is dropped and killed
         }
         match started {
             Ok(mut child) => {
@@ -255,6 +277,8 @@ impl Provider for LocalProvider {
                 status: InstanceStatus::Provisioning,
                 launched_at: now_s(),
                 terminated_at: None,
+                stopped_s: 0.0,
+                stopped_at: None,
             };
             self.lock().insert(
                 id.clone(),
@@ -271,6 +295,7 @@ impl Provider for LocalProvider {
                 id,
                 spec.model,
                 threads,
+                self.config.provisioning_delay,
             ));
             Ok(record)
         }
@@ -278,7 +303,50 @@ impl Provider for LocalProvider {
     }
 
     fn terminate<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>> {
-        self.stop(id).boxed()
+        self.halt(id, InstanceStatus::Terminated).boxed()
+    }
+
+    fn stop<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>> {
+        self.halt(id, InstanceStatus::Stopped).boxed()
+    }
+
+    /// Resuming a stopped instance takes a quarter of a launch here: the paper's stopped
+    /// burstable standbys resume in under 2 minutes (mark.txt §4.5).
+    fn start<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>> {
+        async move {
+            let (model, threads) = {
+                let mut entries = self.lock();
+                let entry = entries
+                    .get_mut(id)
+                    .ok_or_else(|| MasterError::UnknownInstance { id: id.to_owned() })?;
+                let r = &mut entry.record;
+                if r.status != InstanceStatus::Stopped {
+                    return Err(MasterError::invalid("id", format!("`{id}` is not stopped")));
+                }
+                if let Some(stopped_at) = r.stopped_at.take() {
+                    r.stopped_s += now_s() - stopped_at;
+                }
+                r.status = InstanceStatus::Provisioning;
+                let vcpus = self
+                    .catalog
+                    .get(&r.instance_type)
+                    .map_or(1, |t| t.vcpus as usize);
+                (
+                    r.model.clone(),
+                    vcpus.clamp(1, self.config.max_threads.max(1)),
+                )
+            };
+            tokio::spawn(Self::boot(
+                Arc::clone(&self.entries),
+                self.config.clone(),
+                id.to_owned(),
+                model,
+                threads,
+                self.config.provisioning_delay / 4,
+            ));
+            Ok(())
+        }
+        .boxed()
     }
 
     fn describe(&self) -> BoxFuture<'_, Result<Vec<InstanceRecord>, MasterError>> {

@@ -31,6 +31,8 @@ pub enum InstanceStatus {
     Running,
     /// Revoked with a notice; it goes away when the notice runs out.
     Interrupted,
+    /// Stopped, not billed, can be started again (a cold standby).
+    Stopped,
     Terminated,
 }
 
@@ -45,13 +47,16 @@ pub struct InstanceRecord {
     pub status: InstanceStatus,
     pub launched_at: f64,
     pub terminated_at: Option<f64>,
+    /// Seconds spent stopped so far (not billed), and since when it is stopped now.
+    pub stopped_s: f64,
+    pub stopped_at: Option<f64>,
 }
 
 impl InstanceRecord {
     /// What it has cost so far (per-second billing).
     pub fn cost(&self, now: f64) -> f64 {
-        let end = self.terminated_at.unwrap_or(now);
-        (end - self.launched_at).max(0.0) / 3600.0 * self.price_per_hour
+        let end = self.stopped_at.or(self.terminated_at).unwrap_or(now);
+        (end - self.launched_at - self.stopped_s).max(0.0) / 3600.0 * self.price_per_hour
     }
 
     pub fn is_live(&self) -> bool {
@@ -76,6 +81,10 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     fn launch(&self, spec: LaunchSpec) -> BoxFuture<'_, Result<InstanceRecord, MasterError>>;
     /// Stops an instance (its worker drains first).
     fn terminate<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>>;
+    /// Stops an instance so it can be started again later (not billed meanwhile).
+    fn stop<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>>;
+    /// Starts a stopped instance.
+    fn start<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>>;
     /// Every instance launched, terminated ones included.
     fn describe(&self) -> BoxFuture<'_, Result<Vec<InstanceRecord>, MasterError>>;
     /// The spot price of `ty` now, USD per hour.
