@@ -203,23 +203,11 @@ impl Ec2Provider {
             .map_err(|e| {
                 provider_error("CreateFleet", aws_sdk_ec2::error::DisplayErrorContext(e))
             })?;
-        let now = super::now_s();
         Ok(fleet
             .instances()
             .iter()
             .flat_map(|i| i.instance_ids().iter())
-            .map(|id| InstanceRecord {
-                id: id.clone(),
-                model: spec.model.clone(),
-                instance_type: spec.instance_type.name.clone(),
-                spot: spec.spot,
-                price_per_hour: spec.price_per_hour,
-                status: InstanceStatus::Provisioning,
-                launched_at: now,
-                terminated_at: None,
-                stopped_s: 0.0,
-                stopped_at: None,
-            })
+            .map(|id| InstanceRecord::provisioning(id.clone(), spec))
             .collect())
     }
 
@@ -298,18 +286,7 @@ impl Provider for Ec2Provider {
                 .first()
                 .and_then(|i| i.instance_id())
                 .ok_or_else(|| provider_error("RunInstances", "no instance in the answer"))?;
-            Ok(InstanceRecord {
-                id: id.to_owned(),
-                model: spec.model.clone(),
-                instance_type: spec.instance_type.name.clone(),
-                spot: spec.spot,
-                price_per_hour: spec.price_per_hour,
-                status: InstanceStatus::Provisioning,
-                launched_at: super::now_s(),
-                terminated_at: None,
-                stopped_s: 0.0,
-                stopped_at: None,
-            })
+            Ok(InstanceRecord::provisioning(id.to_owned(), &spec))
         }
         .boxed()
     }

@@ -268,18 +268,7 @@ impl Provider for LocalProvider {
     fn launch(&self, spec: LaunchSpec) -> BoxFuture<'_, Result<InstanceRecord, MasterError>> {
         async move {
             let id = format!("local-{:05}", self.next.fetch_add(1, Ordering::Relaxed));
-            let record = InstanceRecord {
-                id: id.clone(),
-                model: spec.model.clone(),
-                instance_type: spec.instance_type.name.clone(),
-                spot: spec.spot,
-                price_per_hour: spec.price_per_hour,
-                status: InstanceStatus::Provisioning,
-                launched_at: now_s(),
-                terminated_at: None,
-                stopped_s: 0.0,
-                stopped_at: None,
-            };
+            let record = InstanceRecord::provisioning(id.clone(), &spec);
             self.lock().insert(
                 id.clone(),
                 Entry {

@@ -53,6 +53,22 @@ pub struct InstanceRecord {
 }
 
 impl InstanceRecord {
+    /// A just-launched instance of `spec`.
+    pub fn provisioning(id: String, spec: &LaunchSpec) -> Self {
+        Self {
+            id,
+            model: spec.model.clone(),
+            instance_type: spec.instance_type.name.clone(),
+            spot: spec.spot,
+            price_per_hour: spec.price_per_hour,
+            status: InstanceStatus::Provisioning,
+            launched_at: now_s(),
+            terminated_at: None,
+            stopped_s: 0.0,
+            stopped_at: None,
+        }
+    }
+
     /// What it has cost so far (per-second billing).
     pub fn cost(&self, now: f64) -> f64 {
         let end = self.stopped_at.or(self.terminated_at).unwrap_or(now);
