@@ -38,28 +38,27 @@ setup_ort() {
   export ORT_DYLIB_PATH="$ORT_LIB"
 }
 
+# pip_venv DIR SPEC: PyPI SPEC installed into its own venv at DIR, unless DIR/bin/BIN
+# already runs (third argument). Test servers live apart from the system Python.
+pip_venv() {
+  local venv="$1" spec="$2" bin="$3"
+  [ -x "$venv/bin/$bin" ] && return 0
+  log "pip install $spec"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "$spec"
+}
+
 # setup_mongo: a MongoDB-wire server for the tests, PyPI secantusdb in its own venv
 # (GPL: only ever run as a separate process). Exports COCKTAIL_MONGOD.
 setup_mongo() {
-  local venv="$DEPS/secantusdb"
-  if [ ! -x "$venv/bin/secantusd-py" ]; then
-    log "pip install secantusdb (MongoDB-wire test server)"
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q secantusdb
-  fi
-  export COCKTAIL_MONGOD="$venv/bin/secantusd-py"
+  pip_venv "$DEPS/secantusdb" secantusdb secantusd-py
+  export COCKTAIL_MONGOD="$DEPS/secantusdb/bin/secantusd-py"
 }
 
 # setup_moto: the EC2 emulator for the tests, PyPI moto[server,ec2] in its own venv.
 # Exports COCKTAIL_MOTO.
 setup_moto() {
-  local venv="$DEPS/moto"
-  if [ ! -x "$venv/bin/moto_server" ]; then
-    log "pip install moto[server,ec2] (EC2 emulator)"
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "moto[server,ec2]"
-  fi
-  export COCKTAIL_MOTO="$venv/bin/moto_server"
+  pip_venv "$DEPS/moto" "moto[server,ec2]" moto_server
+  export COCKTAIL_MOTO="$DEPS/moto/bin/moto_server"
 }
