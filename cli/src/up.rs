@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use cocktail_common::Zoo;
+use cocktail_worker::server::shutdown_signal;
 use indicatif::{ProgressBar, ProgressStyle};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -248,19 +249,4 @@ fn print_welcome(url: &str, zoo: &Zoo) {
          More: {url}/v2/models, {url}/v1/ensembles, {url}/v1/workers, {url}/openapi.json, {url}/metrics\n",
         sample.display()
     );
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use actix_web::{App, HttpServer, web};
 use cocktail_common::Zoo;
 use cocktail_common::catalog::Catalog;
+use cocktail_worker::server::shutdown_signal;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::controller::{Controller, ControllerConfig};
@@ -128,22 +129,4 @@ pub async fn serve(
         .map_err(|e| MasterError::Internal(format!("HTTP server: {e}")));
     janitor.abort();
     result
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

@@ -154,7 +154,9 @@ impl Worker {
     }
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGTERM or SIGINT (Ctrl-C): how every Cocktail process learns to stop.
+/// The master and `cocktail up` use it too.
+pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
