@@ -300,14 +300,13 @@ impl Master {
                 }
             }
         }
-        self.usage.record(
-            members.iter().map(|&m| task.models[m].as_str()),
-            members
-                .iter()
-                .zip(&results)
-                .filter(|(_, r)| matches!(r, Err(MemberError::Deadline)))
-                .map(|(&m, _)| task.models[m].as_str()),
-        );
+        self.usage
+            .record(members.iter().zip(&results).map(|(&m, r)| {
+                (
+                    task.models[m].as_str(),
+                    matches!(r, Err(MemberError::Deadline)),
+                )
+            }));
         if answered.is_empty() {
             return Err(all_failed(task_name, errors, failed));
         }

@@ -58,30 +58,40 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// A request served by `members`, of which `missed` missed their deadline.
-    pub fn record<'a>(
-        &self,
-        members: impl Iterator<Item = &'a str>,
-        missed: impl Iterator<Item = &'a str>,
-    ) {
-        let missed: Vec<&str> = missed.collect();
-        let members: Vec<&str> = members.collect();
+    /// A request served by its members: each member's model, and whether its call
+    /// missed the deadline. Keys are allocated only the first time a model is seen.
+    pub fn record<'a>(&self, members: impl Iterator<Item = (&'a str, bool)> + Clone) {
         {
             let mut s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
             s.requests += 1;
-            for m in &members {
-                s.models.entry((*m).to_owned()).or_default().requests += 1;
-            }
-            for m in &missed {
-                s.models.entry((*m).to_owned()).or_default().misses += 1;
+            for (model, missed) in members.clone() {
+                let add = ModelUsage {
+                    requests: 1,
+                    misses: u64::from(missed),
+                };
+                match s.models.get_mut(model) {
+                    Some(u) => {
+                        u.requests += add.requests;
+                        u.misses += add.misses;
+                    }
+                    None => {
+                        s.models.insert(model.to_owned(), add);
+                    }
+                }
             }
         }
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        for m in members {
-            let outcomes = recent.entry(m.to_owned()).or_default();
-            outcomes.push_back(missed.contains(&m));
-            if outcomes.len() > RECENT_OUTCOMES {
-                outcomes.pop_front();
+        for (model, missed) in members {
+            match recent.get_mut(model) {
+                Some(outcomes) => {
+                    outcomes.push_back(missed);
+                    if outcomes.len() > RECENT_OUTCOMES {
+                        outcomes.pop_front();
+                    }
+                }
+                None => {
+                    recent.insert(model.to_owned(), VecDeque::from([missed]));
+                }
             }
         }
     }
@@ -113,10 +123,10 @@ mod tests {
     #[test]
     fn differences_between_snapshots() {
         let usage = Usage::default();
-        usage.record(["a", "b"].into_iter(), std::iter::empty());
+        usage.record([("a", false), ("b", false)].into_iter());
         let first = usage.snapshot();
-        usage.record(["a"].into_iter(), ["a"].into_iter());
-        usage.record(["b"].into_iter(), std::iter::empty());
+        usage.record([("a", true)].into_iter());
+        usage.record([("b", false)].into_iter());
         let delta = usage.snapshot().since(&first);
         assert_eq!(delta.requests, 2);
         assert_eq!(
