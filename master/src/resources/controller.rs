@@ -539,13 +539,13 @@ impl Controller {
                     (i.id.clone(), capacity_of(i.packing_factor), price)
                 })
                 .collect();
-            let offers: Vec<(String, f64, f64)> = self
-                .offers(pool)
-                .into_iter()
+            let available = self.offers(pool);
+            let offers: Vec<(String, f64, f64)> = available
+                .iter()
                 .filter(|o| !o.gpu || share.iter().any(|f| *f >= capacity_of(o.packing_factor)))
                 .map(|o| {
                     (
-                        o.instance_type,
+                        o.instance_type.clone(),
                         capacity_of(o.packing_factor),
                         o.price_per_hour,
                     )
@@ -596,11 +596,7 @@ impl Controller {
                 }
             }
             for ((name, reason), count) in counts {
-                let Some(offer) = self
-                    .offers(pool)
-                    .into_iter()
-                    .find(|o| o.instance_type == name)
-                else {
+                let Some(offer) = available.iter().find(|o| o.instance_type == name) else {
                     continue;
                 };
                 decisions.push(Decision {
