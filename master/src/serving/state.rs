@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::config::Interval;
-use crate::selection::{self, Adjustment, Candidate, Constraint, SelectionConfig, Window};
+use crate::ensemble::Ensemble;
+use crate::selection::{self, Adjustment, Candidate, Constraint, SelectionConfig};
 use crate::tasks::TaskTable;
 
 /// The constraint key: requests with the same task and constraints share an ensemble.
@@ -21,22 +22,29 @@ pub fn constraint_key(task: &str, c: &Constraint) -> String {
     format!("{task}|{}|{}|{objective}", c.latency_ms, c.accuracy)
 }
 
-/// One constraint key's ensemble and O2 window.
+/// One constraint key's ensemble ([`Ensemble`], the pure part O2 works on) and the
+/// clocks that say when its interval is over and when it was last used.
 #[derive(Debug)]
 pub struct KeyState {
-    pub constraint: Constraint,
-    /// Model indices into the task's table.
-    pub members: Vec<usize>,
-    /// The candidates (models fast enough for the latency target).
-    pub pool: Vec<usize>,
-    /// Bumped by every change of `members`.
-    pub generation: u64,
-    window: Window,
+    ensemble: Ensemble,
     started: Instant,
     requests: u64,
     last_used: Instant,
     /// When the selection was last compared with the shared cache.
     pub synced: Instant,
+}
+
+impl std::ops::Deref for KeyState {
+    type Target = Ensemble;
+    fn deref(&self) -> &Ensemble {
+        &self.ensemble
+    }
+}
+
+impl std::ops::DerefMut for KeyState {
+    fn deref_mut(&mut self) -> &mut Ensemble {
+        &mut self.ensemble
+    }
 }
 
 impl KeyState {
@@ -50,14 +58,7 @@ impl KeyState {
     ) -> Self {
         let now = Instant::now();
         Self {
-            pool: selection::candidates(models, &constraint, config),
-            window: Window {
-                member_correct: vec![0; members.len()],
-                ..Window::default()
-            },
-            members,
-            constraint,
-            generation,
+            ensemble: Ensemble::new(models, constraint, members, generation, config),
             started: now,
             requests: 0,
             last_used: now,
@@ -69,35 +70,7 @@ impl KeyState {
     pub fn begin(&mut self) -> (Vec<usize>, u64) {
         self.requests += 1;
         self.last_used = Instant::now();
-        (self.members.clone(), self.generation)
-    }
-
-    /// Records one labelled item (real or pseudo) answered by `generation`'s members.
-    /// `member_classes[slot]` is that member's class, `None` if it gave no answer.
-    pub fn record(
-        &mut self,
-        generation: u64,
-        member_classes: &[Option<usize>],
-        ensemble: usize,
-        winning_votes: usize,
-        label: usize,
-    ) {
-        if generation != self.generation {
-            return; // The ensemble changed since; this outcome says nothing about it.
-        }
-        let w = &mut self.window;
-        w.labelled += 1;
-        w.correct += usize::from(ensemble == label);
-        w.member_correct.resize(self.members.len(), 0);
-        for (slot, class) in member_classes.iter().enumerate() {
-            if let (true, Some(c)) = (*class == Some(label), w.member_correct.get_mut(slot)) {
-                *c += 1;
-            }
-        }
-        if w.winning_votes.len() <= winning_votes {
-            w.winning_votes.resize(winning_votes + 1, 0);
-        }
-        w.winning_votes[winning_votes] += 1;
+        (self.ensemble.members.clone(), self.ensemble.generation)
     }
 
     pub fn due(&self, interval: Interval) -> bool {
@@ -107,8 +80,7 @@ impl KeyState {
         }
     }
 
-    /// O2 at the end of an interval: returns the change made, if any. The candidate pool
-    /// is refreshed first, so models deployed since can join.
+    /// O2 at the end of an interval ([`Ensemble::revisit`]); `None` when not due.
     pub fn revisit(
         &mut self,
         models: &[Candidate],
@@ -120,51 +92,7 @@ impl KeyState {
         }
         self.started = Instant::now();
         self.requests = 0;
-        self.pool = selection::candidates(models, &self.constraint, config);
-        if self.window.labelled == 0 {
-            return None; // Keep collecting until labels arrive.
-        }
-        let adjustment = selection::adjust(
-            models,
-            &self.members,
-            &self.pool,
-            &self.window,
-            self.constraint.accuracy,
-            config,
-        );
-        match &adjustment {
-            Adjustment::Keep => self.reset_window(),
-            Adjustment::Prune(members) => self.replace(members.clone(), self.generation + 1),
-            Adjustment::Add(model) => {
-                let mut members = self.members.clone();
-                members.push(*model);
-                self.replace(members, self.generation + 1);
-            }
-        }
-        (adjustment != Adjustment::Keep).then_some(adjustment)
-    }
-
-    /// Adopts a new member list (from O2 or from another master through the cache).
-    pub fn replace(&mut self, members: Vec<usize>, generation: u64) {
-        self.members = members;
-        self.generation = generation;
-        self.reset_window();
-    }
-
-    fn reset_window(&mut self) {
-        self.window = Window {
-            member_correct: vec![0; self.members.len()],
-            ..Window::default()
-        };
-    }
-
-    /// The accuracy of the current window, for `/v1/ensembles`.
-    pub fn window_accuracy(&self) -> Option<f64> {
-        self.window.accuracy()
-    }
-
-    pub fn window_labelled(&self) -> usize {
-        self.window.labelled
+        self.ensemble.revisit(models, config)
     }
 }
 
