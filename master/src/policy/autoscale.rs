@@ -28,6 +28,8 @@ pub struct InstanceState {
     pub packing_factor: u32,
     /// Seconds since it last served a request (since launch if never).
     pub idle_s: f64,
+    /// What it is billed now.
+    pub price_per_hour: f64,
 }
 
 /// One model's pool.
@@ -367,6 +369,124 @@ pub fn mark_plan(
     }
 }
 
+/// MArk's provisioning step for every pool (mark.txt Algorithm 1, through [`mark_plan`]):
+/// each pool's share of the `forecast` (one rate per step of `step_s`) is covered at the
+/// least cost per request; running instances the plan leaves out are terminated once idle.
+/// `offers` prices each pool's instance types as [`plan`] does.
+pub fn mark(
+    forecast: &[f64],
+    total_requests: u64,
+    pools: &[PoolState],
+    offers: &dyn Fn(&PoolState) -> Vec<Offer>,
+    config: &AutoscaleConfig,
+    step_s: f64,
+    launch_s: f64,
+) -> Vec<Decision> {
+    let mut decisions = Vec::new();
+    for pool in pools {
+        let weight = pool.weight(total_requests);
+        let share: Vec<f64> = forecast.iter().map(|f| f * weight).collect();
+        let capacity_of = |pf: u32| capacity(pf, pool.latency_ms, config);
+        let running: Vec<(String, f64, f64)> = pool
+            .instances
+            .iter()
+            .map(|i| (i.id.clone(), capacity_of(i.packing_factor), i.price_per_hour))
+            .collect();
+        let available = offers(pool);
+        let candidates: Vec<(String, f64, f64)> = available
+            .iter()
+            .filter(|o| !o.gpu || share.iter().any(|f| *f >= capacity_of(o.packing_factor)))
+            .map(|o| {
+                (
+                    o.instance_type.clone(),
+                    capacity_of(o.packing_factor),
+                    o.price_per_hour,
+                )
+            })
+            .collect();
+        let planned = mark_plan(&share, &running, &candidates, step_s, launch_s);
+        let demand = share.iter().copied().fold(0.0, f64::max);
+        let capacity_now: f64 = running.iter().map(|r| r.1).sum();
+        let mut launches: Vec<(String, String)> = planned
+            .launch
+            .into_iter()
+            .map(|name| {
+                let reason = format!(
+                    "MArk: peak forecast {demand:.1} req/s (weight {weight:.2}) over {} steps; {name} is the least cost per request",
+                    share.len()
+                );
+                (name, reason)
+            })
+            .collect();
+        // Keep the pool's minimum even when no load is forecast.
+        let cheapest = candidates
+            .iter()
+            .min_by(|a, b| a.2.total_cmp(&b.2))
+            .map(|o| o.0.clone());
+        while let (true, Some(name)) = (
+            pool.instances.len() + launches.len() < config.min_instances,
+            &cheapest,
+        ) {
+            launches.push((
+                name.clone(),
+                format!(
+                    "pool below its minimum of {} instance(s)",
+                    config.min_instances
+                ),
+            ));
+        }
+        let mut counts: Vec<((String, String), u32)> = Vec::new();
+        for launch in launches {
+            match counts.iter_mut().find(|(l, _)| *l == launch) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((launch, 1)),
+            }
+        }
+        for ((name, reason), count) in counts {
+            let Some(offer) = available.iter().find(|o| o.instance_type == name) else {
+                continue;
+            };
+            decisions.push(Decision {
+                pool: pool.model.clone(),
+                action: Action::Launch {
+                    instance_type: name,
+                    count,
+                    spot: offer.spot,
+                    price_per_hour: offer.price_per_hour,
+                },
+                weight,
+                demand,
+                capacity: capacity_now,
+                reason,
+            });
+        }
+        let mut kept = pool.instances.len();
+        for id in planned.surplus {
+            let idle = pool
+                .instances
+                .iter()
+                .find(|i| i.id == id)
+                .map_or(0.0, |i| i.idle_s);
+            if idle < config.idle_timeout_s || kept <= config.min_instances {
+                continue;
+            }
+            kept -= 1;
+            decisions.push(Decision {
+                pool: pool.model.clone(),
+                action: Action::Terminate { id },
+                weight,
+                demand,
+                capacity: capacity_now,
+                reason: format!(
+                    "MArk: not in the plan for the next {} steps and idle {idle:.0} s",
+                    share.len()
+                ),
+            });
+        }
+    }
+    decisions
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,6 +528,7 @@ mod tests {
                     spot: true,
                     packing_factor: 2,
                     idle_s,
+                    price_per_hour: 0.05,
                 })
                 .collect(),
             slo_violations: 0.0,

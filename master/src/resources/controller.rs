@@ -325,6 +325,7 @@ impl Controller {
                             catalog::packing_factor(info.profile.as_ref(), ty, &self.catalog.gpu)
                         }),
                         idle_s: idle.get(&r.id).copied().unwrap_or(now - r.launched_at),
+                        price_per_hour: r.price_per_hour,
                     })
                     .collect();
                 PoolState {
@@ -398,7 +399,15 @@ impl Controller {
                     let predictor = self.predictor.lock().unwrap_or_else(|p| p.into_inner());
                     (1..=steps).map(|k| predictor.forecast(k)).collect()
                 };
-                self.mark(&forecast, total, &pools, &records)
+                autoscale::mark(
+                    &forecast,
+                    total,
+                    &pools,
+                    &|p| self.offers(p),
+                    &self.config.autoscale,
+                    self.config.interval.as_secs_f64(),
+                    self.config.launch_time.as_secs_f64(),
+                )
             }
         };
         {
@@ -507,134 +516,6 @@ impl Controller {
                         ),
                     ));
                 }
-            }
-        }
-        decisions
-    }
-
-    /// MArk's greedy provisioning per pool (mark.txt §4.3): the pool's share of each
-    /// forecast step, covered at the least cost per request; instances the plan does not
-    /// need go once idle for the cool-down (the idle timeout), down to the minimum.
-    fn mark(
-        &self,
-        forecast: &[f64],
-        total: u64,
-        pools: &[PoolState],
-        records: &[InstanceRecord],
-    ) -> Vec<Decision> {
-        let config = &self.config.autoscale;
-        let mut decisions = Vec::new();
-        for pool in pools {
-            let weight = pool.weight(total);
-            let share: Vec<f64> = forecast.iter().map(|f| f * weight).collect();
-            let capacity_of = |pf: u32| autoscale::capacity(pf, pool.latency_ms, config);
-            let running: Vec<(String, f64, f64)> = pool
-                .instances
-                .iter()
-                .map(|i| {
-                    let price = records
-                        .iter()
-                        .find(|r| r.id == i.id)
-                        .map_or(0.0, |r| r.price_per_hour);
-                    (i.id.clone(), capacity_of(i.packing_factor), price)
-                })
-                .collect();
-            let available = self.offers(pool);
-            let offers: Vec<(String, f64, f64)> = available
-                .iter()
-                .filter(|o| !o.gpu || share.iter().any(|f| *f >= capacity_of(o.packing_factor)))
-                .map(|o| {
-                    (
-                        o.instance_type.clone(),
-                        capacity_of(o.packing_factor),
-                        o.price_per_hour,
-                    )
-                })
-                .collect();
-            let plan = autoscale::mark_plan(
-                &share,
-                &running,
-                &offers,
-                self.config.interval.as_secs_f64(),
-                self.config.launch_time.as_secs_f64(),
-            );
-            let demand = share.iter().copied().fold(0.0, f64::max);
-            let capacity: f64 = running.iter().map(|r| r.1).sum();
-            let mut launches: Vec<(String, String)> = plan
-                .launch
-                .into_iter()
-                .map(|name| {
-                    let reason = format!(
-                        "MArk: peak forecast {demand:.1} req/s (weight {weight:.2}) over {} steps; {name} is the least cost per request",
-                        share.len()
-                    );
-                    (name, reason)
-                })
-                .collect();
-            // Keep the pool's minimum even when no load is forecast.
-            let cheapest = offers
-                .iter()
-                .min_by(|a, b| a.2.total_cmp(&b.2))
-                .map(|o| o.0.clone());
-            while let (true, Some(name)) = (
-                pool.instances.len() + launches.len() < config.min_instances,
-                &cheapest,
-            ) {
-                launches.push((
-                    name.clone(),
-                    format!(
-                        "pool below its minimum of {} instance(s)",
-                        config.min_instances
-                    ),
-                ));
-            }
-            let mut counts: Vec<((String, String), u32)> = Vec::new();
-            for launch in launches {
-                match counts.iter_mut().find(|(l, _)| *l == launch) {
-                    Some((_, n)) => *n += 1,
-                    None => counts.push((launch, 1)),
-                }
-            }
-            for ((name, reason), count) in counts {
-                let Some(offer) = available.iter().find(|o| o.instance_type == name) else {
-                    continue;
-                };
-                decisions.push(Decision {
-                    pool: pool.model.clone(),
-                    action: Action::Launch {
-                        instance_type: name,
-                        count,
-                        spot: offer.spot,
-                        price_per_hour: offer.price_per_hour,
-                    },
-                    weight,
-                    demand,
-                    capacity,
-                    reason,
-                });
-            }
-            let mut kept = pool.instances.len();
-            for id in plan.surplus {
-                let idle = pool
-                    .instances
-                    .iter()
-                    .find(|i| i.id == id)
-                    .map_or(0.0, |i| i.idle_s);
-                if idle < config.idle_timeout_s || kept <= config.min_instances {
-                    continue;
-                }
-                kept -= 1;
-                decisions.push(Decision {
-                    pool: pool.model.clone(),
-                    action: Action::Terminate { id },
-                    weight,
-                    demand,
-                    capacity,
-                    reason: format!(
-                        "MArk: not in the plan for the next {} steps and idle {idle:.0} s",
-                        share.len()
-                    ),
-                });
             }
         }
         decisions
