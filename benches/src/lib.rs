@@ -1,5 +1,9 @@
-//! Benchmarks and reports; later the load generator and the simulator (issue 6).
+//! The evaluation: benchmarks, the load generator, the trace-driven simulator, and the
+//! reports and plots that compare the schemes (issue 6).
 
 pub mod process;
+pub mod report;
+pub mod sim;
 pub mod stats;
 pub mod traces;
+pub mod workload;

@@ -73,6 +73,66 @@ pub fn generate(name: &str, len: usize, mean: f64, interval_s: f64, seed: u64) -
     )
 }
 
+/// How a trace file lists its load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFormat {
+    /// One request rate per line, one line per second.
+    Rates,
+    /// One arrival time in seconds per line (any order); binned per second.
+    Timestamps,
+}
+
+/// Reads a trace file as one rate per second. Blank lines and lines starting with `#`
+/// are skipped; a first line that is not a number is taken as a header.
+pub fn load(path: &std::path::Path, format: FileFormat) -> anyhow::Result<Vec<f64>> {
+    use anyhow::Context;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the trace {}", path.display()))?;
+    let mut values = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match line.parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => values.push(v),
+            Err(_) if values.is_empty() && i == 0 => {} // a header
+            _ => anyhow::bail!(
+                "{} line {}: `{line}` is not a non-negative number",
+                path.display(),
+                i + 1
+            ),
+        }
+    }
+    if values.is_empty() {
+        anyhow::bail!("{} holds no load", path.display());
+    }
+    Ok(match format {
+        FileFormat::Rates => values,
+        FileFormat::Timestamps => {
+            let start = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let end = values.iter().copied().fold(0.0, f64::max);
+            let mut rates = vec![0.0; (end - start).floor() as usize + 1];
+            for v in values {
+                if let Some(r) = rates.get_mut((v - start).floor() as usize) {
+                    *r += 1.0;
+                }
+            }
+            rates
+        }
+    })
+}
+
+/// Scales `rates` to average `mean` (unchanged when they are all zero).
+pub fn scale_to(rates: &mut [f64], mean: f64) {
+    let average = rates.iter().sum::<f64>() / rates.len().max(1) as f64;
+    if average > 0.0 {
+        for r in rates.iter_mut() {
+            *r *= mean / average;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +148,25 @@ mod tests {
             assert_ne!(a, generate(name, 2000, 50.0, 60.0, 4).unwrap());
         }
         assert!(generate("nope", 10, 1.0, 1.0, 1).is_none());
+    }
+
+    #[test]
+    fn trace_files_hold_rates_or_timestamps() {
+        let dir = std::env::temp_dir().join(format!("cocktail-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rates = dir.join("rates.txt");
+        std::fs::write(&rates, "rate\n1\n3\n\n# comment\n2\n").unwrap();
+        assert_eq!(load(&rates, FileFormat::Rates).unwrap(), [1.0, 3.0, 2.0]);
+        let stamps = dir.join("stamps.txt");
+        std::fs::write(&stamps, "10.5\n10.1\n12.9\n").unwrap();
+        assert_eq!(load(&stamps, FileFormat::Timestamps).unwrap(), [2.0, 0.0, 1.0]);
+        let bad = dir.join("bad.txt");
+        std::fs::write(&bad, "1\n-2\n").unwrap();
+        let error = load(&bad, FileFormat::Rates).unwrap_err().to_string();
+        assert!(error.contains("line 2"), "{error}");
+        let mut scaled = vec![1.0, 3.0];
+        scale_to(&mut scaled, 10.0);
+        assert_eq!(scaled, [5.0, 15.0]);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

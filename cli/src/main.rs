@@ -2,6 +2,7 @@
 //! code; `up` runs the system on this machine, `profile` measures the zoo.
 
 mod profile;
+mod sim;
 mod table;
 mod up;
 
@@ -37,6 +38,9 @@ enum Command {
     /// this machine, derive its packing factor, and rewrite the profile part of the
     /// manifest and the table in models/README.md.
     Profile(profile::ProfileArgs),
+    /// Run the serving schemes on a trace in the discrete-event simulator (the master's
+    /// own policies, the zoo's recorded answers) and print the comparison.
+    Sim(sim::SimArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +53,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Profile(args) => profile::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),
+        Command::Sim(args) => sim::run(cli.zoo.as_deref(), &args),
         Command::Up(args) => up::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),
     };
     match result {

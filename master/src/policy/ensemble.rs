@@ -117,6 +117,11 @@ impl Ensemble {
         self.window.accuracy()
     }
 
+    /// The labelled outcomes since the last change or interval.
+    pub fn window(&self) -> &Window {
+        &self.window
+    }
+
     pub fn window_labelled(&self) -> usize {
         self.window.labelled
     }

@@ -1,0 +1,398 @@
+//! The simulated cluster: instances with their Pf slots, one queue per model pool, launch
+//! delays, spot prices, revocations and the bill.
+//!
+//! A pool's queue is a min-heap of slot free times (every instance contributes Pf slots).
+//! A member call takes the earliest free slot: it waits until then, runs for the model's
+//! profiled latency, and misses when it cannot start before its deadline, as the live
+//! dispatcher's queue does. Slots of instances that stopped serving are dropped lazily
+//! when they reach the top.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use cocktail_common::catalog::{Catalog, InstanceType, SpotPrices, SpotProcess};
+use cocktail_master::autoscale::{InstanceState, Offer, PoolState};
+
+/// A slot of an instance that is free from `free_at` (seconds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Slot {
+    free_at: f64,
+    instance: usize,
+}
+
+impl Eq for Slot {}
+
+impl Ord for Slot {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.free_at
+            .total_cmp(&other.free_at)
+            .then(self.instance.cmp(&other.instance))
+    }
+}
+
+impl PartialOrd for Slot {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub pool: usize,
+    pub instance_type: usize,
+    pub spot: bool,
+    pub packing_factor: u32,
+    pub launched: f64,
+    pub ready: f64,
+    /// Takes requests (ready, not revoked, not failed, not terminated).
+    pub serving: bool,
+    /// When billing stopped.
+    pub ended: Option<f64>,
+    pub last_used: f64,
+    /// Billed up to this time.
+    billed_to: f64,
+}
+
+/// What happened to a member call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Served {
+    /// Answered at this time.
+    At(f64),
+    /// Started but finished after its deadline, at this time.
+    Late(f64),
+    /// No slot before the deadline.
+    Missed,
+    /// The pool has no serving instance: the call fails at once (not a deadline miss).
+    NoInstance,
+}
+
+#[derive(Debug, Default)]
+struct Pool {
+    slots: BinaryHeap<Reverse<Slot>>,
+    /// Member calls and misses since the reactive check last looked.
+    calls: u64,
+    misses: u64,
+    /// Member calls per predictive interval, for the importance window.
+    window: std::collections::VecDeque<u64>,
+    calls_this_interval: u64,
+}
+
+#[derive(Debug)]
+pub struct Cluster {
+    pub catalog: Catalog,
+    allowed: Vec<usize>,
+    prices: SpotProcess,
+    pools: Vec<Pool>,
+    /// Per pool: the model's latency per call in seconds.
+    service_s: Vec<f64>,
+    /// Per pool and catalog type: Pf.
+    packing: Vec<Vec<u32>>,
+    pub instances: Vec<Instance>,
+    /// Instances not yet ended, for billing and revocations.
+    live: Vec<usize>,
+    pub cost: f64,
+    pub revocations: u64,
+}
+
+impl Cluster {
+    /// `latency_ms[pool]` and `packing[pool][type]` come from the profile; `allowed` are
+    /// the catalog types that may be bought.
+    pub fn new(
+        catalog: Catalog,
+        allowed: Vec<usize>,
+        latency_ms: &[f64],
+        packing: Vec<Vec<u32>>,
+        seed: u64,
+    ) -> Self {
+        Self {
+            prices: SpotProcess::new(catalog.spot.clone(), seed),
+            catalog,
+            allowed,
+            pools: latency_ms.iter().map(|_| Pool::default()).collect(),
+            service_s: latency_ms.iter().map(|ms| ms / 1000.0).collect(),
+            packing,
+            instances: Vec::new(),
+            live: Vec::new(),
+            cost: 0.0,
+            revocations: 0,
+        }
+    }
+
+    fn instance_type(&self, ty: usize) -> Option<&InstanceType> {
+        self.catalog.types.get(ty)
+    }
+
+    pub fn spot_price(&self, ty: usize, t: f64) -> f64 {
+        self.instance_type(ty)
+            .map_or(0.0, |ty| self.prices.price(ty, t))
+    }
+
+    /// What each allowed type costs `pool` at `t`: spot under the bid when `spot`, else
+    /// on-demand (the live controller's offers).
+    pub fn offers(&self, pool: usize, spot: bool, t: f64) -> Vec<Offer> {
+        self.allowed
+            .iter()
+            .filter_map(|&k| {
+                let ty = self.instance_type(k)?;
+                let spot_price = self.prices.price(ty, t);
+                let spot = spot && spot_price <= self.catalog.bid(ty);
+                Some(Offer {
+                    instance_type: ty.name.clone(),
+                    packing_factor: self.packing_of(pool, k),
+                    price_per_hour: if spot {
+                        spot_price
+                    } else {
+                        ty.on_demand_per_hour
+                    },
+                    spot,
+                    gpu: ty.is_gpu(),
+                })
+            })
+            .collect()
+    }
+
+    fn packing_of(&self, pool: usize, ty: usize) -> u32 {
+        self.packing
+            .get(pool)
+            .and_then(|p| p.get(ty))
+            .copied()
+            .unwrap_or(1)
+    }
+
+    /// Launches `count` instances of the named type for `pool`, serving after `delay_s`.
+    /// Returns their indices.
+    pub fn launch(&mut self, pool: usize, type_name: &str, spot: bool, count: u32, now: f64, delay_s: f64) -> Vec<usize> {
+        let Some(ty) = self.catalog.types.iter().position(|t| t.name == type_name) else {
+            return Vec::new();
+        };
+        let packing_factor = self.packing_of(pool, ty);
+        (0..count)
+            .map(|_| {
+                let id = self.instances.len();
+                self.instances.push(Instance {
+                    pool,
+                    instance_type: ty,
+                    spot,
+                    packing_factor,
+                    launched: now,
+                    ready: now + delay_s,
+                    serving: false,
+                    ended: None,
+                    last_used: now + delay_s,
+                    billed_to: now,
+                });
+                self.live.push(id);
+                id
+            })
+            .collect()
+    }
+
+    /// The instance is up: its slots join the pool's queue.
+    pub fn ready(&mut self, id: usize) {
+        let Some(instance) = self.instances.get_mut(id) else {
+            return;
+        };
+        if instance.ended.is_some() {
+            return;
+        }
+        instance.serving = true;
+        let (pool, at, slots) = (instance.pool, instance.ready, instance.packing_factor);
+        if let Some(pool) = self.pools.get_mut(pool) {
+            for _ in 0..slots {
+                pool.slots.push(Reverse(Slot {
+                    free_at: at,
+                    instance: id,
+                }));
+            }
+        }
+    }
+
+    /// Stops routing to the instance (a revocation notice, a failure, a termination).
+    pub fn stop_serving(&mut self, id: usize) {
+        if let Some(i) = self.instances.get_mut(id) {
+            i.serving = false;
+        }
+    }
+
+    /// Stops billing the instance.
+    pub fn end(&mut self, id: usize, now: f64) {
+        self.bill_one(id, now);
+        if let Some(i) = self.instances.get_mut(id) {
+            i.serving = false;
+            i.ended.get_or_insert(now);
+        }
+        self.live.retain(|&l| l != id);
+    }
+
+    /// A member call to `pool` arriving at `t` with its deadline.
+    pub fn serve(&mut self, pool: usize, t: f64, deadline: f64) -> Served {
+        let Some(service) = self.service_s.get(pool).copied() else {
+            return Served::Missed;
+        };
+        let Some(p) = self.pools.get_mut(pool) else {
+            return Served::Missed;
+        };
+        p.calls += 1;
+        p.calls_this_interval += 1;
+        while let Some(Reverse(slot)) = p.slots.peek().copied() {
+            let Some(instance) = self.instances.get_mut(slot.instance) else {
+                p.slots.pop();
+                continue;
+            };
+            if !instance.serving {
+                p.slots.pop();
+                continue;
+            }
+            let start = slot.free_at.max(t);
+            if start > deadline {
+                p.misses += 1;
+                return Served::Missed;
+            }
+            p.slots.pop();
+            let finish = start + service;
+            instance.last_used = finish;
+            p.slots.push(Reverse(Slot {
+                free_at: finish,
+                instance: slot.instance,
+            }));
+            if finish > deadline {
+                p.misses += 1;
+                return Served::Late(finish);
+            }
+            return Served::At(finish);
+        }
+        Served::NoInstance
+    }
+
+    /// Bills every live instance up to `now`.
+    pub fn bill(&mut self, now: f64) {
+        for k in 0..self.live.len() {
+            if let Some(&id) = self.live.get(k) {
+                self.bill_one(id, now);
+            }
+        }
+    }
+
+    fn bill_one(&mut self, id: usize, now: f64) {
+        let Some(i) = self.instances.get(id) else {
+            return;
+        };
+        if i.ended.is_some() || now <= i.billed_to {
+            return;
+        }
+        let price = match (i.spot, self.instance_type(i.instance_type)) {
+            (true, Some(ty)) => self.prices.price(ty, i.billed_to),
+            (false, Some(ty)) => ty.on_demand_per_hour,
+            (_, None) => 0.0,
+        };
+        self.cost += price * (now - i.billed_to) / 3600.0;
+        if let Some(i) = self.instances.get_mut(id) {
+            i.billed_to = now;
+        }
+    }
+
+    /// Live spot instances whose price rose above the bid at `t`, or that `chaos` picks.
+    pub fn revoked(&self, t: f64, chaos: &mut dyn FnMut() -> bool) -> Vec<usize> {
+        self.live
+            .iter()
+            .copied()
+            .filter(|&id| {
+                self.instances.get(id).is_some_and(|i| {
+                    i.spot && i.serving && {
+                        let over_bid = self
+                            .instance_type(i.instance_type)
+                            .is_some_and(|ty| self.prices.price(ty, t) > self.catalog.bid(ty));
+                        over_bid || chaos()
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Whether `pool` has an instance still booting (the reactive check leaves it alone).
+    pub fn booting(&self, pool: usize, now: f64) -> bool {
+        self.live.iter().any(|&id| {
+            self.instances
+                .get(id)
+                .is_some_and(|i| i.pool == pool && !i.serving && i.ready > now)
+        })
+    }
+
+    /// Every live instance (serving or booting, not revoked), per pool.
+    pub fn counts(&self) -> Vec<usize> {
+        let mut counts = vec![0; self.pools.len()];
+        for &id in &self.live {
+            if let Some(i) = self.instances.get(id)
+                && let Some(c) = counts.get_mut(i.pool)
+            {
+                *c += 1;
+            }
+        }
+        counts
+    }
+
+    /// The reactive check's measure: the share of `pool`'s calls that missed since the
+    /// last call of this, which resets it.
+    pub fn take_misses(&mut self, pool: usize) -> f64 {
+        let Some(p) = self.pools.get_mut(pool) else {
+            return 0.0;
+        };
+        let share = if p.calls == 0 {
+            0.0
+        } else {
+            p.misses as f64 / p.calls as f64
+        };
+        p.calls = 0;
+        p.misses = 0;
+        share
+    }
+
+    /// Closes a predictive interval: each pool's calls join its importance window of
+    /// `window` intervals. Returns each pool's calls in the window.
+    pub fn close_interval(&mut self, window: usize) -> Vec<u64> {
+        self.pools
+            .iter_mut()
+            .map(|p| {
+                p.window.push_back(p.calls_this_interval);
+                p.calls_this_interval = 0;
+                while p.window.len() > window.max(1) {
+                    p.window.pop_front();
+                }
+                p.window.iter().sum()
+            })
+            .collect()
+    }
+
+    /// The autoscaler's view of one pool at `now`.
+    pub fn pool_state(&self, pool: usize, model: &str, latency_ms: f64, requests: u64, slo_violations: f64, now: f64) -> PoolState {
+        PoolState {
+            model: model.to_owned(),
+            latency_ms,
+            requests,
+            slo_violations,
+            instances: self
+                .live
+                .iter()
+                .filter_map(|&id| {
+                    let i = self.instances.get(id)?;
+                    if i.pool != pool || (!i.serving && i.ready <= now) {
+                        return None; // another pool's, or revoked and draining
+                    }
+                    let ty = self.instance_type(i.instance_type)?;
+                    Some(InstanceState {
+                        id: id.to_string(),
+                        instance_type: ty.name.clone(),
+                        spot: i.spot,
+                        packing_factor: i.packing_factor,
+                        idle_s: (now - i.last_used).max(0.0),
+                        price_per_hour: if i.spot {
+                            self.prices.price(ty, now)
+                        } else {
+                            ty.on_demand_per_hour
+                        },
+                    })
+                })
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! `cocktail sim`: the schemes on one trace in the discrete-event simulator.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use cocktail_benches::sim::{self, Autoscaler, Failure, Scheme, SimConfig, World};
+use cocktail_benches::traces::{self, FileFormat};
+use cocktail_benches::workload::Mix;
+use cocktail_benches::report;
+use cocktail_common::Zoo;
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// The load both `sim` and `loadgen` replay.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// wiki, twitter, mmpp or poisson; ignored with --trace-file.
+    #[arg(long, default_value = "wiki")]
+    pub trace: String,
+    /// A trace file instead: one rate per second, or arrival timestamps (--trace-format).
+    #[arg(long)]
+    pub trace_file: Option<PathBuf>,
+    /// rates or timestamps.
+    #[arg(long, default_value = "rates")]
+    pub trace_format: String,
+    /// Mean requests per second the trace is scaled to.
+    #[arg(long, default_value_t = 50.0)]
+    pub rate: f64,
+    /// Seconds of load.
+    #[arg(long, default_value_t = 3600)]
+    pub duration: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The constraint mix: strict or relaxed.
+    #[arg(long, default_value = "strict")]
+    pub mix: String,
+    /// fashion or sentiment.
+    #[arg(long, default_value = "fashion")]
+    pub task: String,
+}
+
+impl TraceArgs {
+    /// One rate per second, scaled to `--rate`.
+    pub fn rates(&self) -> anyhow::Result<Vec<f64>> {
+        if !(self.rate > 0.0 && self.rate.is_finite()) {
+            anyhow::bail!("`--rate` must be a positive number of requests per second");
+        }
+        if self.duration == 0 {
+            anyhow::bail!("`--duration` must be at least 1 second");
+        }
+        let mut rates = match &self.trace_file {
+            Some(path) => {
+                let format = match self.trace_format.as_str() {
+                    "rates" => FileFormat::Rates,
+                    "timestamps" => FileFormat::Timestamps,
+                    other => anyhow::bail!("`--trace-format` must be rates or timestamps, not `{other}`"),
+                };
+                let mut rates = traces::load(path, format)?;
+                rates.truncate(self.duration as usize);
+                rates
+            }
+            None => traces::generate(&self.trace, self.duration as usize, self.rate, 1.0, self.seed)
+                .with_context(|| format!("`--trace` must be one of {:?}, not `{}`", traces::NAMES, self.trace))?,
+        };
+        traces::scale_to(&mut rates, self.rate);
+        Ok(rates)
+    }
+
+    pub fn mix(&self) -> anyhow::Result<Mix> {
+        Mix::parse(&self.mix).with_context(|| format!("`--mix` must be strict or relaxed, not `{}`", self.mix))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    /// Schemes to compare (InFaaS, Clipper, Clipper-X, Cocktail), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "InFaaS,Clipper,Clipper-X,Cocktail")]
+    pub schemes: Vec<String>,
+    /// Override every scheme's autoscaler: cocktail, mark, reactive or target-2x.
+    #[arg(long)]
+    pub autoscaler: Option<String>,
+    /// Size every pool as if it got every request (no importance weights).
+    #[arg(long)]
+    pub no_weights: bool,
+    /// Fail this share of the instances at --failure-at seconds.
+    #[arg(long)]
+    pub failure_fraction: Option<f64>,
+    #[arg(long, default_value_t = 1800.0)]
+    pub failure_at: f64,
+    /// Write results.json, results.csv and results.md here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+pub fn configs(args: &SimArgs, rates: &[f64], mix: Mix) -> anyhow::Result<Vec<SimConfig>> {
+    let autoscaler = args
+        .autoscaler
+        .as_deref()
+        .map(|a| Autoscaler::parse(a).with_context(|| format!("`--autoscaler` must be cocktail, mark, reactive or target-2x, not `{a}`")))
+        .transpose()?;
+    let failure = args
+        .failure_fraction
+        .map(|fraction| {
+            if (0.0..=1.0).contains(&fraction) {
+                Ok(Failure { at_s: args.failure_at, fraction })
+            } else {
+                Err(anyhow::anyhow!("`--failure-fraction` must be between 0 and 1"))
+            }
+        })
+        .transpose()?;
+    args.schemes
+        .iter()
+        .map(|name| {
+            let scheme = Scheme::parse(name)
+                .with_context(|| format!("`--schemes`: `{name}` is not InFaaS, Clipper, Clipper-X or Cocktail"))?;
+            let mut config = SimConfig::new(scheme, mix, rates.to_vec(), args.trace.seed);
+            if let Some(a) = autoscaler {
+                config.autoscaler = a;
+            }
+            config.importance_weights = !args.no_weights;
+            config.failure = failure;
+            Ok(config)
+        })
+        .collect()
+}
+
+pub fn run(zoo_path: Option<&Path>, args: &SimArgs) -> anyhow::Result<()> {
+    let zoo = Zoo::load(Zoo::locate(zoo_path)?)?;
+    let world = World::load(&zoo, &args.trace.task)?;
+    let rates = args.trace.rates()?;
+    let configs = configs(args, &rates, args.trace.mix()?)?;
+    let mut results = Vec::new();
+    for config in &configs {
+        let bar = ProgressBar::new(rates.len() as u64).with_style(
+            ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} simulated s ({elapsed})")?
+                .progress_chars("=> "),
+        );
+        bar.set_message(config.scheme.name());
+        let result = sim::run(&world, config, Some(&bar));
+        bar.finish_and_clear();
+        eprintln!(
+            "{}: {} requests simulated in {:.2} s",
+            result.scheme, result.requests, result.elapsed_s
+        );
+        results.push(result);
+    }
+    let table = format!(
+        "{}\n{}",
+        report::markdown(&results),
+        report::types_markdown(&results)
+    );
+    println!("{table}");
+    if let Some(out) = &args.out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        std::fs::write(out.join("results.md"), &table)?;
+        std::fs::write(out.join("results.csv"), report::csv(&results))?;
+        std::fs::write(out.join("results.json"), serde_json::to_string_pretty(&results)?)?;
+    }
+    Ok(())
+}
