@@ -1,8 +1,11 @@
 //! The evaluation: benchmarks, the load generator, the trace-driven simulator, and the
 //! reports and plots that compare the schemes (issue 6).
 
+pub mod loadgen;
+pub mod plots;
 pub mod process;
 pub mod report;
+pub mod results;
 pub mod sim;
 pub mod stats;
 pub mod traces;

@@ -133,6 +133,49 @@ pub fn scale_to(rates: &mut [f64], mean: f64) {
     }
 }
 
+/// The arrival times (seconds) of an open-loop Poisson process whose rate changes every
+/// second as `rates` says; seeded, so the load generator and the simulator replay the
+/// same arrivals.
+#[derive(Debug, Clone)]
+pub struct Arrivals<'a> {
+    rates: &'a [f64],
+    rng: rand::rngs::SmallRng,
+    t: f64,
+}
+
+impl<'a> Arrivals<'a> {
+    pub fn new(rates: &'a [f64], seed: u64) -> Self {
+        use rand::SeedableRng;
+        Self {
+            rates,
+            rng: rand::rngs::SmallRng::seed_from_u64(seed ^ 0xA5A5_5A5A_0F0F_F0F0),
+            t: 0.0,
+        }
+    }
+}
+
+impl Iterator for Arrivals<'_> {
+    type Item = f64;
+
+    fn next(&mut self) -> Option<f64> {
+        use rand::Rng;
+        loop {
+            let second = self.t.floor() as usize;
+            let rate = *self.rates.get(second)?;
+            let next = if rate > 0.0 {
+                self.t - (1.0 - self.rng.random::<f64>()).ln() / rate
+            } else {
+                f64::INFINITY
+            };
+            if next < (second + 1) as f64 {
+                self.t = next;
+                return Some(next);
+            }
+            self.t = (second + 1) as f64; // memoryless: draw again in the next second
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +211,17 @@ mod tests {
         scale_to(&mut scaled, 10.0);
         assert_eq!(scaled, [5.0, 15.0]);
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn arrivals_follow_the_rate_and_replay_for_a_seed() {
+        let rates = [100.0, 0.0, 300.0];
+        let times: Vec<f64> = Arrivals::new(&rates, 7).collect();
+        let in_second = |s: f64| times.iter().filter(|t| t.floor() == s).count();
+        assert!((70..130).contains(&in_second(0.0)), "{}", in_second(0.0));
+        assert_eq!(in_second(1.0), 0);
+        assert!((240..360).contains(&in_second(2.0)), "{}", in_second(2.0));
+        assert!(times.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(times, Arrivals::new(&rates, 7).collect::<Vec<_>>());
     }
 }

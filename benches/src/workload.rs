@@ -3,7 +3,10 @@
 //! into a Strict and a Relaxed mix.
 //!
 //! Each type is one model's own <latency, accuracy>, for five models spread along the
-//! zoo's accuracy/latency frontier (a model is on it when no faster model is as accurate).
+//! zoo's accuracy/latency frontier (a model is on it when no faster model is as accurate),
+//! with the accuracy rounded down to a whole percent as a user would state it. (Exactly
+//! the model's test accuracy would make "accuracy met" over a window of 200 a coin toss
+//! for that model.)
 //! InFaaS answers such a request with that model; Cocktail starts from it too (O1 prefers
 //! a single model that meets the constraint) and O2 grows an ensemble from the faster
 //! candidates whenever the window of labelled answers falls below the target.
@@ -56,7 +59,7 @@ pub fn constraint_types(models: &[Candidate]) -> Vec<ConstraintType> {
             name: format!("const{}", k + 1),
             constraint: Constraint {
                 latency_ms: models[model].latency_ms,
-                accuracy: models[model].accuracy,
+                accuracy: (models[model].accuracy * 100.0).floor() / 100.0,
                 objective: Objective::Accuracy,
             },
             model,
@@ -117,6 +120,13 @@ pub fn pick(cumulative: &[f64], u: f64) -> usize {
         .min(cumulative.len().saturating_sub(1))
 }
 
+/// The next request's constraint type and test item (of `items`), in the order both the
+/// load generator and the simulator draw them.
+pub fn draw(rng: &mut impl rand::Rng, cumulative: &[f64], items: usize) -> (usize, usize) {
+    let kind = pick(cumulative, rng.random::<f64>());
+    (kind, rng.random_range(0..items.max(1)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +156,7 @@ mod tests {
         assert_eq!(
             points,
             [(0.01, 0.80, 0), (0.03, 0.85, 2), (0.10, 0.90, 3), (0.20, 0.93, 4)]
+                .map(|(l, a, m)| (l, (a * 100.0_f64).floor() / 100.0, m))
         );
         assert_eq!(types[0].name, "const1");
         assert!(constraint_types(&[]).is_empty());

@@ -1,6 +1,7 @@
 //! `cocktail`: the project's command line. Each subcommand is a thin wrapper over library
 //! code; `up` runs the system on this machine, `profile` measures the zoo.
 
+mod loadgen;
 mod profile;
 mod sim;
 mod table;
@@ -38,9 +39,19 @@ enum Command {
     /// this machine, derive its packing factor, and rewrite the profile part of the
     /// manifest and the table in models/README.md.
     Profile(profile::ProfileArgs),
+    /// Send open-loop load from a trace to a running master: real test items with a mix of
+    /// constraints and their labels; prints latency, SLO, accuracy-met and cost figures.
+    Loadgen(loadgen::LoadgenArgs),
     /// Run the serving schemes on a trace in the discrete-event simulator (the master's
     /// own policies, the zoo's recorded answers) and print the comparison.
     Sim(sim::SimArgs),
+    /// Run every comparison of docs/results.md in the simulator and write the page, its
+    /// tables and its plots.
+    Results {
+        /// Where results.md, results/ and plots/ go.
+        #[arg(long, default_value = "docs")]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -53,7 +64,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Profile(args) => profile::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),
+        Command::Loadgen(args) => loadgen::run(cli.zoo.as_deref(), &args),
         Command::Sim(args) => sim::run(cli.zoo.as_deref(), &args),
+        Command::Results { out } => cocktail_common::Zoo::locate(cli.zoo.as_deref())
+            .and_then(cocktail_common::Zoo::load)
+            .map_err(anyhow::Error::from)
+            .and_then(|zoo| cocktail_benches::results::generate(&zoo, &out)),
         Command::Up(args) => up::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),
     };
     match result {

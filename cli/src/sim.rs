@@ -89,6 +89,10 @@ pub struct SimArgs {
     pub failure_fraction: Option<f64>,
     #[arg(long, default_value_t = 1800.0)]
     pub failure_at: f64,
+    /// O2's interval in requests per constraint (as the master's --interval-requests)
+    /// instead of its default 30 seconds.
+    #[arg(long)]
+    pub interval_requests: Option<u64>,
     /// Write results.json, results.csv and results.md here.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -121,6 +125,7 @@ pub fn configs(args: &SimArgs, rates: &[f64], mix: Mix) -> anyhow::Result<Vec<Si
             }
             config.importance_weights = !args.no_weights;
             config.failure = failure;
+            config.o2_interval_requests = args.interval_requests;
             Ok(config)
         })
         .collect()

@@ -26,6 +26,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+use crate::traces::Arrivals;
 use crate::workload::{self, ConstraintType, Mix};
 use cluster::{Cluster, Served};
 
@@ -140,8 +141,10 @@ pub struct SimConfig {
     pub importance_window_s: f64,
     /// The reactive check's period (seconds).
     pub reactive_interval_s: f64,
-    /// O2's interval (seconds).
+    /// O2's interval (seconds), as the master's `--interval-s`.
     pub o2_interval_s: f64,
+    /// O2's interval in requests per constraint instead, as `--interval-requests`.
+    pub o2_interval_requests: Option<u64>,
     pub predictor: String,
     /// Added to the latency target to form the deadline, as `--deadline-grace-ms`.
     pub grace_ms: f64,
@@ -175,6 +178,7 @@ impl SimConfig {
             importance_window_s: 300.0,
             reactive_interval_s: 10.0,
             o2_interval_s: 30.0,
+            o2_interval_requests: None,
             predictor: "ewma".into(),
             grace_ms: 20.0,
             hop_ms: 0.5,
@@ -255,6 +259,31 @@ impl World {
             catalog,
             packing,
         })
+    }
+}
+
+impl World {
+    /// The same world with every model `factor` times slower (latencies, and so the
+    /// constraint types): our models run in microseconds, the papers' in 10–300 ms, and
+    /// the autoscaling studies need pools that take more than one instance.
+    pub fn with_latency_scale(&self, factor: f64) -> Self {
+        let mut candidates = self.candidates.clone();
+        for c in &mut candidates {
+            c.latency_ms *= factor;
+        }
+        Self {
+            types: workload::constraint_types(&candidates),
+            candidates,
+            task: self.task.clone(),
+            models: self.models.clone(),
+            accuracy: self.accuracy.clone(),
+            class_accuracy: self.class_accuracy.clone(),
+            classes: self.classes,
+            answers: self.answers.clone(),
+            labels: self.labels.clone(),
+            catalog: self.catalog.clone(),
+            packing: self.packing.clone(),
+        }
     }
 }
 
@@ -478,7 +507,10 @@ fn clipper_x_step(
 /// Runs one scheme on the trace. `progress` is set to the simulated second.
 pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::ProgressBar>) -> SimResult {
     let started = std::time::Instant::now();
-    let mut rng = SmallRng::seed_from_u64(config.seed);
+    let mut rng = SmallRng::seed_from_u64(config.seed ^ 0x5EED);
+    // Which constraint type and test item each request is: the load generator draws the
+    // same sequence for the same seed.
+    let mut requests = SmallRng::seed_from_u64(config.seed);
     let models = &world.candidates;
     let allowed: Vec<usize> = world
         .catalog
@@ -595,7 +627,12 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
     let mut vms_max = 0;
     let mut next_reactive = config.reactive_interval_s;
     let mut next_predictive = config.interval_s;
-    let mut next_o2 = config.o2_interval_s;
+    let mut next_o2 = if config.o2_interval_requests.is_some() {
+        f64::INFINITY
+    } else {
+        config.o2_interval_s
+    };
+    let mut since_o2 = vec![0_u64; world.types.len()];
     let mut next_bucket = config.bucket_s;
     let mut failure = config.failure;
     let deadline_s: Vec<f64> = world
@@ -610,24 +647,7 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
     let items = world.labels.len().max(1);
     let chaos = config.revocations_per_hour * config.reactive_interval_s / 3600.0;
 
-    let mut t = 0.0_f64;
-    loop {
-        // The next arrival of the open-loop Poisson process with a rate per second.
-        let second = t.floor() as usize;
-        let Some(&rate) = config.rates.get(second) else {
-            break;
-        };
-        let next = if rate > 0.0 {
-            t - (1.0 - rng.random::<f64>()).ln() / rate
-        } else {
-            f64::INFINITY
-        };
-        if next >= (second + 1) as f64 {
-            t = (second + 1) as f64; // memoryless: draw again in the next second
-            continue;
-        }
-        t = next;
-
+    for t in Arrivals::new(&config.rates, config.seed) {
         // Everything scheduled before this arrival.
         loop {
             let event_at = events.peek().map_or(f64::INFINITY, |Reverse(e)| e.0);
@@ -767,18 +787,8 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
                 launches += execute(&mut cluster, world, decisions, at, config.launch_s, &mut events, &mut sequence);
             } else if at == next_o2 {
                 next_o2 += config.o2_interval_s;
-                for (k, ensemble) in ensembles.iter_mut().enumerate() {
-                    match config.scheme {
-                        Scheme::Cocktail => {
-                            ensemble.revisit(models, &config.selection);
-                        }
-                        Scheme::ClipperX => {
-                            if let Some(d) = dropped.get_mut(k) {
-                                clipper_x_step(models, ensemble, d, config.selection.accuracy_margin);
-                            }
-                        }
-                        Scheme::Infaas | Scheme::Clipper => {}
-                    }
+                for (ensemble, dropped) in ensembles.iter_mut().zip(&mut dropped) {
+                    o2(config, models, ensemble, dropped);
                 }
             } else {
                 next_bucket += config.bucket_s;
@@ -806,8 +816,7 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
         }
 
         // The request.
-        let kind = workload::pick(&mix, rng.random::<f64>());
-        let item = rng.random_range(0..items);
+        let (kind, item) = workload::draw(&mut requests, &mix, items);
         let (Some(ensemble), Some(&deadline), Some(&label)) =
             (ensembles.get_mut(kind), deadline_s.get(kind), world.labels.get(item))
         else {
@@ -871,6 +880,15 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
             tally.met += u64::from(met);
         }
         interval_requests += 1;
+        if let (Some(n), Some(count), Some(dropped)) =
+            (config.o2_interval_requests, since_o2.get_mut(kind), dropped.get_mut(kind))
+        {
+            *count += 1;
+            if *count >= n.max(1) {
+                *count = 0;
+                o2(config, models, ensemble, dropped);
+            }
+        }
     }
     cluster.bill(duration);
     let used = used_pools(&ensembles, models.len());
@@ -932,6 +950,17 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
         series,
         elapsed_s: started.elapsed().as_secs_f64(),
         latencies,
+    }
+}
+
+/// The end of a constraint type's interval: Cocktail's O2, or Clipper-X's step.
+fn o2(config: &SimConfig, models: &[Candidate], ensemble: &mut Ensemble, dropped: &mut Vec<usize>) {
+    match config.scheme {
+        Scheme::Cocktail => {
+            ensemble.revisit(models, &config.selection);
+        }
+        Scheme::ClipperX => clipper_x_step(models, ensemble, dropped, config.selection.accuracy_margin),
+        Scheme::Infaas | Scheme::Clipper => {}
     }
 }
 

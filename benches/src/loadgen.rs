@@ -1,0 +1,349 @@
+//! `cocktail loadgen`: open-loop HTTP load against a running master.
+//!
+//! Requests leave at the trace's arrival times whether or not earlier ones have been
+//! answered (open loop), each a real test image or sentence with one constraint type's
+//! `latency_ms` and `accuracy` and its true label, which the master learns from (the
+//! labels are fed back). The report has the figures `cocktail sim` gives, so the two can
+//! be compared (`tests/tests/sim_vs_live.rs`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use cocktail_common::{Input, TestSet, Zoo};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::process::png_base64;
+use crate::sim::{ACCURACY_WINDOW, Percentiles, TypeResult};
+use crate::traces::Arrivals;
+use crate::workload::{self, ConstraintType, Mix};
+
+#[derive(Debug, Clone)]
+pub struct LoadgenConfig {
+    /// The master's base URL.
+    pub url: String,
+    pub task: String,
+    /// Requests per second, one per second of load.
+    pub rates: Vec<f64>,
+    pub mix: Mix,
+    pub seed: u64,
+    /// Added to the latency target to judge an SLO violation (the master's grace).
+    pub grace_ms: f64,
+    /// Requests in flight at most; an arrival beyond it is counted as dropped.
+    pub max_in_flight: usize,
+    /// The per-request client timeout.
+    pub timeout: Duration,
+}
+
+/// What one answer said.
+#[derive(Debug)]
+struct Outcome {
+    kind: usize,
+    latency: Duration,
+    status: u16,
+    correct: bool,
+    models: usize,
+    degraded: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadReport {
+    pub url: String,
+    pub task: String,
+    pub mix: String,
+    pub sent: u64,
+    pub answered: u64,
+    /// Non-2xx answers and transport errors, by status (0: no HTTP answer).
+    pub errors: std::collections::BTreeMap<u16, u64>,
+    /// Arrivals not sent because `max_in_flight` requests were outstanding.
+    pub dropped: u64,
+    pub duration_s: f64,
+    pub achieved_rate: f64,
+    pub latency_ms: Percentiles,
+    pub slo_violations: f64,
+    pub accuracy: f64,
+    pub accuracy_met: f64,
+    pub models_per_request: f64,
+    pub degraded: u64,
+    /// The master's bill over the run (`GET /v1/cost`), when it manages instances.
+    pub cost: Option<f64>,
+    pub types: Vec<TypeResult>,
+}
+
+/// The test items as JSON inputs of the OIP infer body, and their labels.
+pub fn inputs(zoo: &Zoo, task: &str) -> anyhow::Result<(Vec<Value>, Vec<usize>)> {
+    let set = TestSet::load(zoo, task)?;
+    let inputs = set
+        .items
+        .iter()
+        .map(|item| {
+            Ok(match item {
+                Input::Image(image) => json!([{ "name": "image", "shape": [1], "datatype": "BYTES", "data": [png_base64(image)?] }]),
+                Input::Text(text) => json!([{ "name": "text", "shape": [1], "datatype": "BYTES", "data": [text] }]),
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok((inputs, set.labels))
+}
+
+async fn cost(client: &reqwest::Client, url: &str) -> Option<f64> {
+    let response = client.get(format!("{url}/v1/cost")).send().await.ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    response.json::<Value>().await.ok()?.get("total")?.as_f64()
+}
+
+/// Sends the load and collects the answers. `types` are the constraint types (from the
+/// master's own `/v2/models/{task}` view of the zoo or from [`workload::constraint_types`]).
+pub async fn run(
+    config: &LoadgenConfig,
+    types: &[ConstraintType],
+    inputs: Arc<Vec<Value>>,
+    labels: Arc<Vec<usize>>,
+    progress: Option<&indicatif::ProgressBar>,
+) -> anyhow::Result<LoadReport> {
+    use rand::SeedableRng;
+    anyhow::ensure!(!types.is_empty(), "the task has no constraint types");
+    anyhow::ensure!(!inputs.is_empty(), "the task has no test items");
+    let client = reqwest::Client::builder()
+        .timeout(config.timeout)
+        .pool_max_idle_per_host(config.max_in_flight)
+        .build()?;
+    let infer_url = format!("{}/v2/models/{}/infer", config.url, config.task);
+    let cost_before = cost(&client, &config.url).await;
+    let mix = config.mix.cumulative(types.len());
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(config.seed);
+    let (sender, mut receiver) = mpsc::unbounded_channel::<Outcome>();
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(config.max_in_flight.max(1)));
+    let started = tokio::time::Instant::now();
+    let mut sent = 0_u64;
+    let mut dropped = 0_u64;
+
+    let collector = {
+        let types: Vec<(f64, f64)> = types
+            .iter()
+            .map(|t| (t.constraint.latency_ms, t.constraint.accuracy))
+            .collect();
+        let grace = config.grace_ms;
+        tokio::spawn(async move {
+            let mut tally = Tally::new(types.len());
+            while let Some(outcome) = receiver.recv().await {
+                if let Some(&(latency_ms, accuracy)) = types.get(outcome.kind) {
+                    tally.add(&outcome, latency_ms + grace, accuracy);
+                }
+            }
+            tally
+        })
+    };
+
+    for at in Arrivals::new(&config.rates, config.seed) {
+        tokio::time::sleep_until(started + Duration::from_secs_f64(at)).await;
+        if let Some(bar) = progress {
+            bar.set_position(at as u64);
+        }
+        let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
+            dropped += 1;
+            continue;
+        };
+        let (kind, item) = workload::draw(&mut rng, &mix, inputs.len());
+        let (Some(t), Some(&label)) = (types.get(kind), labels.get(item)) else {
+            continue;
+        };
+        let body = json!({
+            "inputs": inputs.get(item),
+            "parameters": {
+                "latency_ms": t.constraint.latency_ms,
+                "accuracy": t.constraint.accuracy,
+                "objective": "accuracy",
+                "label": label,
+            },
+        });
+        sent += 1;
+        let (client, url, sender) = (client.clone(), infer_url.clone(), sender.clone());
+        tokio::spawn(async move {
+            let start = Instant::now();
+            let answer = client.post(&url).json(&body).send().await;
+            let (status, value) = match answer {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    (status, response.json::<Value>().await.unwrap_or(Value::Null))
+                }
+                Err(_) => (0, Value::Null),
+            };
+            let parameters = &value["parameters"];
+            let class = value["outputs"][0]["data"][0].as_u64();
+            let _ = sender.send(Outcome {
+                kind,
+                latency: start.elapsed(),
+                status,
+                correct: class == Some(label as u64),
+                models: parameters["models"].as_array().map_or(0, Vec::len),
+                degraded: parameters["degraded"].as_bool().unwrap_or(false),
+            });
+            drop(permit);
+        });
+    }
+    drop(sender);
+    let tally = collector.await?;
+    let duration = started.elapsed().as_secs_f64();
+    let cost_after = cost(&client, &config.url).await;
+    Ok(tally.report(config, types, sent, dropped, duration, cost_before.zip(cost_after).map(|(a, b)| b - a)))
+}
+
+/// Accumulates outcomes in the order they complete.
+#[derive(Debug)]
+struct Tally {
+    latencies: Vec<f32>,
+    errors: std::collections::BTreeMap<u16, u64>,
+    answered: u64,
+    violations: u64,
+    correct: u64,
+    met: u64,
+    models: u64,
+    degraded: u64,
+    per_type: Vec<(u64, u64, u64, u64)>,
+    windows: Vec<std::collections::VecDeque<bool>>,
+}
+
+impl Tally {
+    fn new(types: usize) -> Self {
+        Self {
+            latencies: Vec::new(),
+            errors: Default::default(),
+            answered: 0,
+            violations: 0,
+            correct: 0,
+            met: 0,
+            models: 0,
+            degraded: 0,
+            per_type: vec![(0, 0, 0, 0); types],
+            windows: vec![Default::default(); types],
+        }
+    }
+
+    fn add(&mut self, o: &Outcome, deadline_ms: f64, target: f64) {
+        let ms = o.latency.as_secs_f64() * 1000.0;
+        self.latencies.push(ms as f32);
+        let ok = (200..300).contains(&o.status);
+        if !ok {
+            *self.errors.entry(o.status).or_default() += 1;
+        }
+        if !ok || ms > deadline_ms {
+            self.violations += 1;
+        }
+        let correct = ok && o.correct;
+        let Some(window) = self.windows.get_mut(o.kind) else {
+            return;
+        };
+        window.push_back(correct);
+        if window.len() > ACCURACY_WINDOW {
+            window.pop_front();
+        }
+        let met = window.iter().filter(|c| **c).count() as f64 / window.len() as f64 >= target;
+        self.answered += u64::from(ok);
+        self.correct += u64::from(correct);
+        self.met += u64::from(met);
+        self.models += o.models as u64;
+        self.degraded += u64::from(o.degraded);
+        if let Some(t) = self.per_type.get_mut(o.kind) {
+            t.0 += 1;
+            t.1 += o.models as u64;
+            t.2 += u64::from(correct);
+            t.3 += u64::from(met);
+        }
+    }
+
+    fn report(
+        mut self,
+        config: &LoadgenConfig,
+        types: &[ConstraintType],
+        sent: u64,
+        dropped: u64,
+        duration_s: f64,
+        cost: Option<f64>,
+    ) -> LoadReport {
+        let n = self.latencies.len().max(1) as f64;
+        LoadReport {
+            url: config.url.clone(),
+            task: config.task.clone(),
+            mix: config.mix.name().to_owned(),
+            sent,
+            answered: self.answered,
+            errors: self.errors,
+            dropped,
+            duration_s,
+            achieved_rate: sent as f64 / duration_s.max(1e-9),
+            latency_ms: Percentiles::of(&mut self.latencies),
+            slo_violations: self.violations as f64 / n,
+            accuracy: self.correct as f64 / n,
+            accuracy_met: self.met as f64 / n,
+            models_per_request: self.models as f64 / self.answered.max(1) as f64,
+            degraded: self.degraded,
+            cost,
+            types: types
+                .iter()
+                .zip(&self.per_type)
+                .map(|(t, &(requests, models, correct, met))| {
+                    let n = requests.max(1) as f64;
+                    TypeResult {
+                        name: t.name.clone(),
+                        latency_ms: t.constraint.latency_ms,
+                        accuracy_target: t.constraint.accuracy,
+                        requests,
+                        models_per_request: models as f64 / n,
+                        accuracy: correct as f64 / n,
+                        accuracy_met: met as f64 / n,
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The report as a markdown table.
+pub fn markdown(r: &LoadReport) -> String {
+    let mut out = format!(
+        "| sent | answered | dropped | errors | rate req/s | p50 ms | p90 ms | p99 ms | max ms | SLO violations | accuracy | accuracy met | models/request | degraded | cost $ |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n| {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} % | {:.2} % | {:.1} % | {:.2} | {} | {} |\n\n",
+        r.sent,
+        r.answered,
+        r.dropped,
+        r.errors.values().sum::<u64>(),
+        r.achieved_rate,
+        r.latency_ms.p50,
+        r.latency_ms.p90,
+        r.latency_ms.p99,
+        r.latency_ms.max,
+        r.slo_violations * 100.0,
+        r.accuracy * 100.0,
+        r.accuracy_met * 100.0,
+        r.models_per_request,
+        r.degraded,
+        r.cost.map_or_else(|| "-".to_owned(), |c| format!("{c:.4}")),
+    );
+    out.push_str("| constraint | latency ms | target accuracy | requests | models/request | accuracy | accuracy met |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for t in &r.types {
+        out.push_str(&format!(
+            "| {} | {:.4} | {:.4} | {} | {:.2} | {:.2} % | {:.1} % |\n",
+            t.name,
+            t.latency_ms,
+            t.accuracy_target,
+            t.requests,
+            t.models_per_request,
+            t.accuracy * 100.0,
+            t.accuracy_met * 100.0
+        ));
+    }
+    out
+}
+
+/// The constraint types for a task of the zoo, as the simulator uses them.
+pub fn types_for(zoo: &Zoo, task: &str) -> anyhow::Result<Vec<ConstraintType>> {
+    let tables = cocktail_master::tasks::from_zoo(zoo, 1.0);
+    let table = tables
+        .get(task)
+        .with_context(|| format!("the zoo has no task `{task}`"))?;
+    Ok(workload::constraint_types(&table.candidates))
+}
