@@ -169,7 +169,10 @@ pub async fn run(
             let (status, value) = match answer {
                 Ok(response) => {
                     let status = response.status().as_u16();
-                    (status, response.json::<Value>().await.unwrap_or(Value::Null))
+                    (
+                        status,
+                        response.json::<Value>().await.unwrap_or(Value::Null),
+                    )
                 }
                 Err(_) => (0, Value::Null),
             };
@@ -190,7 +193,14 @@ pub async fn run(
     let tally = collector.await?;
     let duration = started.elapsed().as_secs_f64();
     let cost_after = cost(&client, &config.url).await;
-    Ok(tally.report(config, types, sent, dropped, duration, cost_before.zip(cost_after).map(|(a, b)| b - a)))
+    Ok(tally.report(
+        config,
+        types,
+        sent,
+        dropped,
+        duration,
+        cost_before.zip(cost_after).map(|(a, b)| b - a),
+    ))
 }
 
 /// Accumulates outcomes in the order they complete.

@@ -112,7 +112,8 @@ pub fn bars(
             .label_font(("sans-serif", 15))
             .draw()?;
     }
-    root.present().with_context(|| format!("writing {}", path.display()))?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
@@ -170,12 +171,18 @@ pub fn lines(
         .border_style(BLACK)
         .label_font(("sans-serif", 15))
         .draw()?;
-    root.present().with_context(|| format!("writing {}", path.display()))?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
 /// One box per series (quartiles, whiskers at 1.5 IQR), e.g. latency per scheme.
-pub fn boxes(path: &Path, title: &str, y_label: &str, series: &[(String, &[f32])]) -> anyhow::Result<()> {
+pub fn boxes(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    series: &[(String, &[f32])],
+) -> anyhow::Result<()> {
     font()?;
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
@@ -193,7 +200,9 @@ pub fn boxes(path: &Path, title: &str, y_label: &str, series: &[(String, &[f32])
         .configure_mesh()
         .disable_x_mesh()
         .x_label_formatter(&|x| match x {
-            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => names.get(*i).cloned().unwrap_or_default(),
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                names.get(*i).cloned().unwrap_or_default()
+            }
             SegmentValue::Last => String::new(),
         })
         .y_desc(y_label)
@@ -204,6 +213,53 @@ pub fn boxes(path: &Path, title: &str, y_label: &str, series: &[(String, &[f32])
             .width(40)
             .style(color(i).stroke_width(2))
     }))?;
-    root.present().with_context(|| format!("writing {}", path.display()))?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_png_with_ink(path: &Path) -> bool {
+        let bytes = std::fs::read(path).unwrap();
+        bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000
+    }
+
+    #[test]
+    fn every_kind_of_plot_is_drawn() {
+        let dir = std::env::temp_dir().join(format!("cocktail-plots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let groups = vec!["a".to_owned(), "b".to_owned()];
+        bars(
+            &dir.join("bars.png"),
+            "bars",
+            "y",
+            &groups,
+            &[("s".into(), vec![1.0, 2.0]), ("t".into(), vec![0.5, 3.0])],
+        )
+        .unwrap();
+        lines(
+            &dir.join("lines.png"),
+            "lines",
+            "x",
+            "y",
+            &[("s".into(), vec![(0.0, 1.0), (1.0, 2.0)])],
+            Some(0.5),
+        )
+        .unwrap();
+        let samples: Vec<f32> = (0..100).map(|i| i as f32).collect();
+        boxes(
+            &dir.join("boxes.png"),
+            "boxes",
+            "ms",
+            &[("s".into(), &samples), ("t".into(), &samples[10..])],
+        )
+        .unwrap();
+        for name in ["bars.png", "lines.png", "boxes.png"] {
+            assert!(is_png_with_ink(&dir.join(name)), "{name}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -29,7 +29,8 @@ struct Runner {
 
 impl Runner {
     fn run(&self, world: &World, config: &SimConfig, what: &str) -> SimResult {
-        self.bar.set_message(format!("{what}: {}", config.scheme.name()));
+        self.bar
+            .set_message(format!("{what}: {}", config.scheme.name()));
         let result = sim::run(world, config, None);
         self.bar.inc(1);
         result
@@ -65,7 +66,8 @@ fn series<F: Fn(&sim::Bucket) -> f64>(r: &SimResult, f: F) -> Vec<(f64, f64)> {
 pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
     let plots_dir = out.join("plots");
     let data_dir = out.join("results");
-    std::fs::create_dir_all(&plots_dir).with_context(|| format!("creating {}", plots_dir.display()))?;
+    std::fs::create_dir_all(&plots_dir)
+        .with_context(|| format!("creating {}", plots_dir.display()))?;
     std::fs::create_dir_all(&data_dir)?;
     let fashion = World::load(zoo, "fashion")?;
     let sentiment = World::load(zoo, "sentiment")?;
@@ -98,13 +100,14 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
             runner.run(&scaled, &c, &format!("autoscaler {}", a.name()))
         })
         .collect();
-    let weighted = by_scheme(&big, "Cocktail").cloned().context("Cocktail run")?;
+    let weighted = by_scheme(&big, "Cocktail")
+        .cloned()
+        .context("Cocktail run")?;
     let unweighted = {
         let mut c = SimConfig::new(Scheme::Cocktail, Mix::Strict, bursty.clone(), SEED);
         c.importance_weights = false;
         runner.run(&scaled, &c, "no importance weights")
     };
-    let _ = &weighted;
     let failure = Failure {
         at_s: SCALED_DURATION as f64 / 2.0,
         fraction: 0.2,
@@ -165,9 +168,18 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
         "USD",
         &names,
         &[
-            ("wiki, 50 req/s".into(), strict.iter().map(|r| r.cost).collect()),
-            ("twitter, 50 req/s".into(), strict_twitter.iter().map(|r| r.cost).collect()),
-            ("100x models, bursty, 1000 req/s (/10)".into(), big.iter().map(|r| r.cost / 10.0).collect()),
+            (
+                "wiki, 50 req/s".into(),
+                strict.iter().map(|r| r.cost).collect(),
+            ),
+            (
+                "twitter, 50 req/s".into(),
+                strict_twitter.iter().map(|r| r.cost).collect(),
+            ),
+            (
+                "100x models, bursty, 1000 req/s (/10)".into(),
+                big.iter().map(|r| r.cost / 10.0).collect(),
+            ),
         ],
     )?;
     let type_names: Vec<String> = fashion.types.iter().map(|t| t.name.clone()).collect();
@@ -178,7 +190,12 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
         &type_names,
         &strict
             .iter()
-            .map(|r| (r.scheme.clone(), r.types.iter().map(|t| t.models_per_request).collect()))
+            .map(|r| {
+                (
+                    r.scheme.clone(),
+                    r.types.iter().map(|t| t.models_per_request).collect(),
+                )
+            })
             .collect::<Vec<_>>(),
     )?;
     let cocktail = by_scheme(&strict, "Cocktail").context("Cocktail run")?;
@@ -187,7 +204,10 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
         "Cocktail: models per request over time (wiki, strict)",
         "minutes",
         "models per request",
-        &[("models per request".into(), series(cocktail, |b| b.models_per_request))],
+        &[(
+            "models per request".into(),
+            series(cocktail, |b| b.models_per_request),
+        )],
         None,
     )?;
     plots::lines(
@@ -196,8 +216,14 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
         "minutes",
         "accuracy",
         &[
-            ("window of 200".into(), series(cocktail, |b| b.window_accuracy)),
-            ("cumulative".into(), series(cocktail, |b| b.cumulative_accuracy)),
+            (
+                "window of 200".into(),
+                series(cocktail, |b| b.window_accuracy),
+            ),
+            (
+                "cumulative".into(),
+                series(cocktail, |b| b.cumulative_accuracy),
+            ),
         ],
         None,
     )?;
@@ -269,8 +295,10 @@ fn predictor_rmse() -> Vec<(String, Vec<f64>)> {
             let values = traces::NAMES
                 .iter()
                 .map(|trace| {
-                    let rates = traces::generate(trace, 7 * period, PAPER_RATE, 60.0, SEED).unwrap_or_default();
-                    predict::by_name(name, period).map_or(f64::NAN, |mut p| predict::rmse(p.as_mut(), &rates, 10))
+                    let rates = traces::generate(trace, 7 * period, PAPER_RATE, 60.0, SEED)
+                        .unwrap_or_default();
+                    predict::by_name(name, period)
+                        .map_or(f64::NAN, |mut p| predict::rmse(p.as_mut(), &rates, 10))
                 })
                 .collect();
             ((*name).to_owned(), values)

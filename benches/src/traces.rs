@@ -202,7 +202,10 @@ mod tests {
         assert_eq!(load(&rates, FileFormat::Rates).unwrap(), [1.0, 3.0, 2.0]);
         let stamps = dir.join("stamps.txt");
         std::fs::write(&stamps, "10.5\n10.1\n12.9\n").unwrap();
-        assert_eq!(load(&stamps, FileFormat::Timestamps).unwrap(), [2.0, 0.0, 1.0]);
+        assert_eq!(
+            load(&stamps, FileFormat::Timestamps).unwrap(),
+            [2.0, 0.0, 1.0]
+        );
         let bad = dir.join("bad.txt");
         std::fs::write(&bad, "1\n-2\n").unwrap();
         let error = load(&bad, FileFormat::Rates).unwrap_err().to_string();

@@ -155,12 +155,19 @@ mod tests {
             .collect();
         assert_eq!(
             points,
-            [(0.01, 0.80, 0), (0.03, 0.85, 2), (0.10, 0.90, 3), (0.20, 0.93, 4)]
-                .map(|(l, a, m)| (l, (a * 100.0_f64).floor() / 100.0, m))
+            [
+                (0.01, 0.80, 0),
+                (0.03, 0.85, 2),
+                (0.10, 0.90, 3),
+                (0.20, 0.93, 4)
+            ]
+            .map(|(l, a, m)| (l, (a * 100.0_f64).floor() / 100.0, m))
         );
         assert_eq!(types[0].name, "const1");
         assert!(constraint_types(&[]).is_empty());
-        let long: Vec<Candidate> = (0..9).map(|i| model(i as f64, 0.5 + i as f64 / 100.0)).collect();
+        let long: Vec<Candidate> = (0..9)
+            .map(|i| model(i as f64, 0.5 + i as f64 / 100.0))
+            .collect();
         let spread: Vec<usize> = constraint_types(&long).iter().map(|t| t.model).collect();
         assert_eq!(spread, [0, 2, 4, 6, 8]);
     }

@@ -4,10 +4,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
+use cocktail_benches::report;
 use cocktail_benches::sim::{self, Autoscaler, Failure, Scheme, SimConfig, World};
 use cocktail_benches::traces::{self, FileFormat};
 use cocktail_benches::workload::Mix;
-use cocktail_benches::report;
 use cocktail_common::Zoo;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -53,21 +53,36 @@ impl TraceArgs {
                 let format = match self.trace_format.as_str() {
                     "rates" => FileFormat::Rates,
                     "timestamps" => FileFormat::Timestamps,
-                    other => anyhow::bail!("`--trace-format` must be rates or timestamps, not `{other}`"),
+                    other => {
+                        anyhow::bail!("`--trace-format` must be rates or timestamps, not `{other}`")
+                    }
                 };
                 let mut rates = traces::load(path, format)?;
                 rates.truncate(self.duration as usize);
                 rates
             }
-            None => traces::generate(&self.trace, self.duration as usize, self.rate, 1.0, self.seed)
-                .with_context(|| format!("`--trace` must be one of {:?}, not `{}`", traces::NAMES, self.trace))?,
+            None => traces::generate(
+                &self.trace,
+                self.duration as usize,
+                self.rate,
+                1.0,
+                self.seed,
+            )
+            .with_context(|| {
+                format!(
+                    "`--trace` must be one of {:?}, not `{}`",
+                    traces::NAMES,
+                    self.trace
+                )
+            })?,
         };
         traces::scale_to(&mut rates, self.rate);
         Ok(rates)
     }
 
     pub fn mix(&self) -> anyhow::Result<Mix> {
-        Mix::parse(&self.mix).with_context(|| format!("`--mix` must be strict or relaxed, not `{}`", self.mix))
+        Mix::parse(&self.mix)
+            .with_context(|| format!("`--mix` must be strict or relaxed, not `{}`", self.mix))
     }
 }
 
@@ -76,7 +91,11 @@ pub struct SimArgs {
     #[command(flatten)]
     pub trace: TraceArgs,
     /// Schemes to compare (InFaaS, Clipper, Clipper-X, Cocktail), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "InFaaS,Clipper,Clipper-X,Cocktail")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "InFaaS,Clipper,Clipper-X,Cocktail"
+    )]
     pub schemes: Vec<String>,
     /// Override every scheme's autoscaler: cocktail, mark, reactive or target-2x.
     #[arg(long)]
@@ -102,23 +121,33 @@ pub fn configs(args: &SimArgs, rates: &[f64], mix: Mix) -> anyhow::Result<Vec<Si
     let autoscaler = args
         .autoscaler
         .as_deref()
-        .map(|a| Autoscaler::parse(a).with_context(|| format!("`--autoscaler` must be cocktail, mark, reactive or target-2x, not `{a}`")))
+        .map(|a| {
+            Autoscaler::parse(a).with_context(|| {
+                format!("`--autoscaler` must be cocktail, mark, reactive or target-2x, not `{a}`")
+            })
+        })
         .transpose()?;
     let failure = args
         .failure_fraction
         .map(|fraction| {
             if (0.0..=1.0).contains(&fraction) {
-                Ok(Failure { at_s: args.failure_at, fraction })
+                Ok(Failure {
+                    at_s: args.failure_at,
+                    fraction,
+                })
             } else {
-                Err(anyhow::anyhow!("`--failure-fraction` must be between 0 and 1"))
+                Err(anyhow::anyhow!(
+                    "`--failure-fraction` must be between 0 and 1"
+                ))
             }
         })
         .transpose()?;
     args.schemes
         .iter()
         .map(|name| {
-            let scheme = Scheme::parse(name)
-                .with_context(|| format!("`--schemes`: `{name}` is not InFaaS, Clipper, Clipper-X or Cocktail"))?;
+            let scheme = Scheme::parse(name).with_context(|| {
+                format!("`--schemes`: `{name}` is not InFaaS, Clipper, Clipper-X or Cocktail")
+            })?;
             let mut config = SimConfig::new(scheme, mix, rates.to_vec(), args.trace.seed);
             if let Some(a) = autoscaler {
                 config.autoscaler = a;
@@ -139,8 +168,10 @@ pub fn run(zoo_path: Option<&Path>, args: &SimArgs) -> anyhow::Result<()> {
     let mut results = Vec::new();
     for config in &configs {
         let bar = ProgressBar::new(rates.len() as u64).with_style(
-            ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} simulated s ({elapsed})")?
-                .progress_chars("=> "),
+            ProgressStyle::with_template(
+                "{msg:>10} [{bar:40}] {pos}/{len} simulated s ({elapsed})",
+            )?
+            .progress_chars("=> "),
         );
         bar.set_message(config.scheme.name());
         let result = sim::run(&world, config, Some(&bar));
@@ -161,7 +192,10 @@ pub fn run(zoo_path: Option<&Path>, args: &SimArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         std::fs::write(out.join("results.md"), &table)?;
         std::fs::write(out.join("results.csv"), report::csv(&results))?;
-        std::fs::write(out.join("results.json"), serde_json::to_string_pretty(&results)?)?;
+        std::fs::write(
+            out.join("results.json"),
+            serde_json::to_string_pretty(&results)?,
+        )?;
     }
     Ok(())
 }

@@ -23,8 +23,21 @@ use cocktail_tests::zoo_manifest;
 /// Every fashion model that is a candidate of some constraint type (all but `vgg`,
 /// slower than the slowest type's 0.2 ms).
 const MODELS: &[&str] = &[
-    "linear", "mlp_tiny", "dwsep", "cnn_tiny", "mlp_small", "lenet", "cnn_small", "resnet",
-    "cnn_k5", "cnn_shift", "mlp_med", "cnn_wide", "cnn_med", "cnn_bag_a", "mlp_large",
+    "linear",
+    "mlp_tiny",
+    "dwsep",
+    "cnn_tiny",
+    "mlp_small",
+    "lenet",
+    "cnn_small",
+    "resnet",
+    "cnn_k5",
+    "cnn_shift",
+    "mlp_med",
+    "cnn_wide",
+    "cnn_med",
+    "cnn_bag_a",
+    "mlp_large",
 ];
 
 const SEED: u64 = 11;

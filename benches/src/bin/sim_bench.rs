@@ -38,7 +38,11 @@ fn main() -> anyhow::Result<()> {
         let started = Instant::now();
         requests = 0;
         for scheme in Scheme::ALL {
-            let result = sim::run(&world, &SimConfig::new(scheme, Mix::Strict, hour.clone(), 1), None);
+            let result = sim::run(
+                &world,
+                &SimConfig::new(scheme, Mix::Strict, hour.clone(), 1),
+                None,
+            );
             requests += result.requests;
         }
         totals.push(started.elapsed().as_secs_f64());
@@ -47,9 +51,15 @@ fn main() -> anyhow::Result<()> {
     let rate = args.requests as f64 / 3600.0;
     let big = traces::generate("wiki", 3600, rate, 1.0, 1).unwrap_or_default();
     let started = Instant::now();
-    let result = sim::run(&world, &SimConfig::new(Scheme::Cocktail, Mix::Strict, big, 1), None);
+    let result = sim::run(
+        &world,
+        &SimConfig::new(Scheme::Cocktail, Mix::Strict, big, 1),
+        None,
+    );
     let big_s = started.elapsed().as_secs_f64();
-    println!("| case | requests | wall s (median) | target s | share of target | requests/s simulated |");
+    println!(
+        "| case | requests | wall s (median) | target s | share of target | requests/s simulated |"
+    );
     println!("|---|---:|---:|---:|---:|---:|");
     println!(
         "| 1 h at 50 req/s, 4 schemes | {requests} | {hour_s:.2} | 10 | {:.3} | {:.0} |",

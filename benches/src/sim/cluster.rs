@@ -105,7 +105,7 @@ impl Cluster {
         seed: u64,
     ) -> Self {
         Self {
-            prices: SpotProcess::new(catalog.spot.clone(), seed),
+            prices: SpotProcess::new(catalog.spot, seed),
             catalog,
             allowed,
             pools: latency_ms.iter().map(|_| Pool::default()).collect(),
@@ -161,7 +161,15 @@ impl Cluster {
 
     /// Launches `count` instances of the named type for `pool`, serving after `delay_s`.
     /// Returns their indices.
-    pub fn launch(&mut self, pool: usize, type_name: &str, spot: bool, count: u32, now: f64, delay_s: f64) -> Vec<usize> {
+    pub fn launch(
+        &mut self,
+        pool: usize,
+        type_name: &str,
+        spot: bool,
+        count: u32,
+        now: f64,
+        delay_s: f64,
+    ) -> Vec<usize> {
         let Some(ty) = self.catalog.types.iter().position(|t| t.name == type_name) else {
             return Vec::new();
         };
@@ -364,7 +372,15 @@ impl Cluster {
     }
 
     /// The autoscaler's view of one pool at `now`.
-    pub fn pool_state(&self, pool: usize, model: &str, latency_ms: f64, requests: u64, slo_violations: f64, now: f64) -> PoolState {
+    pub fn pool_state(
+        &self,
+        pool: usize,
+        model: &str,
+        latency_ms: f64,
+        requests: u64,
+        slo_violations: f64,
+        now: f64,
+    ) -> PoolState {
         PoolState {
             model: model.to_owned(),
             latency_ms,

@@ -10,8 +10,8 @@
 
 pub mod cluster;
 
-use std::collections::{BinaryHeap, VecDeque};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use anyhow::Context;
 use cocktail_common::catalog::{self, Catalog};
@@ -96,7 +96,12 @@ pub enum Autoscaler {
 }
 
 impl Autoscaler {
-    pub const ALL: [Self; 4] = [Self::Cocktail, Self::Mark, Self::Reactive, Self::TargetTracking];
+    pub const ALL: [Self; 4] = [
+        Self::Cocktail,
+        Self::Mark,
+        Self::Reactive,
+        Self::TargetTracking,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -447,15 +452,25 @@ pub fn infaas_choice(models: &[Candidate], c: &Constraint, config: &SelectionCon
     let fastest = |it: &mut dyn Iterator<Item = usize>| {
         it.min_by(|&a, &b| models[a].latency_ms.total_cmp(&models[b].latency_ms))
     };
-    fastest(&mut within.iter().copied().filter(|&i| models[i].accuracy >= c.accuracy))
-        .or_else(|| fastest(&mut (0..models.len()).filter(|&i| models[i].accuracy >= c.accuracy && models[i].latency_ms.is_finite())))
-        .or_else(|| {
-            within
-                .iter()
-                .copied()
-                .max_by(|&a, &b| models[a].accuracy.total_cmp(&models[b].accuracy))
-        })
-        .unwrap_or(0)
+    fastest(
+        &mut within
+            .iter()
+            .copied()
+            .filter(|&i| models[i].accuracy >= c.accuracy),
+    )
+    .or_else(|| {
+        fastest(
+            &mut (0..models.len())
+                .filter(|&i| models[i].accuracy >= c.accuracy && models[i].latency_ms.is_finite()),
+        )
+    })
+    .or_else(|| {
+        within
+            .iter()
+            .copied()
+            .max_by(|&a, &b| models[a].accuracy.total_cmp(&models[b].accuracy))
+    })
+    .unwrap_or(0)
 }
 
 /// Clipper-X's step: drop the member right least often while the window beats the
@@ -505,7 +520,11 @@ fn clipper_x_step(
 }
 
 /// Runs one scheme on the trace. `progress` is set to the simulated second.
-pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::ProgressBar>) -> SimResult {
+pub fn run(
+    world: &World,
+    config: &SimConfig,
+    progress: Option<&indicatif::ProgressBar>,
+) -> SimResult {
     let started = std::time::Instant::now();
     let mut rng = SmallRng::seed_from_u64(config.seed ^ 0x5EED);
     // Which constraint type and test item each request is: the load generator draws the
@@ -517,7 +536,9 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
         .types
         .iter()
         .enumerate()
-        .filter(|(_, t)| config.instance_types.is_empty() || config.instance_types.contains(&t.name))
+        .filter(|(_, t)| {
+            config.instance_types.is_empty() || config.instance_types.contains(&t.name)
+        })
         .map(|(k, _)| k)
         .collect();
     let latency_ms: Vec<f64> = models.iter().map(|m| m.latency_ms).collect();
@@ -595,7 +616,11 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
         } else {
             1.0
         };
-        let factor = if config.autoscaler == Autoscaler::TargetTracking { 2.0 } else { 1.0 };
+        let factor = if config.autoscaler == Autoscaler::TargetTracking {
+            2.0
+        } else {
+            1.0
+        };
         let offers = cluster.offers(pool, config.scheme.spot(), 0.0);
         if let Some((offer, count)) = autoscale::procure(
             (first_rate * share * factor).max(f64::MIN_POSITIVE),
@@ -611,7 +636,8 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
         }
     }
 
-    let mut latencies: Vec<f32> = Vec::with_capacity(config.rates.iter().sum::<f64>() as usize + 16);
+    let mut latencies: Vec<f32> =
+        Vec::with_capacity(config.rates.iter().sum::<f64>() as usize + 16);
     let mut all = Tally::default();
     let mut per_type = vec![Tally::default(); world.types.len()];
     let mut outcomes = vec![Outcomes::default(); world.types.len()];
@@ -647,7 +673,8 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
     let items = world.labels.len().max(1);
     let chaos = config.revocations_per_hour * config.reactive_interval_s / 3600.0;
 
-    for t in Arrivals::new(&config.rates, config.seed) {
+    // A last pseudo-arrival at the end lets the final ticks (the last bucket) happen.
+    for t in Arrivals::new(&config.rates, config.seed).chain(std::iter::once(duration)) {
         // Everything scheduled before this arrival.
         loop {
             let event_at = events.peek().map_or(f64::INFINITY, |Reverse(e)| e.0);
@@ -692,16 +719,29 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
                     cluster.revocations += 1;
                     cluster.stop_serving(id);
                     sequence += 1;
-                    events.push(Reverse(Timed(at + cluster.catalog.spot.notice_seconds, sequence, Event::End(id))));
+                    events.push(Reverse(Timed(
+                        at + cluster.catalog.spot.notice_seconds,
+                        sequence,
+                        Event::End(id),
+                    )));
                     // The interruption handler replaces it with the cheapest cover.
                     let pool = cluster.instances.get(id).map_or(0, |i| i.pool);
                     let offers = cluster.offers(pool, config.scheme.spot(), at);
-                    if let Some((offer, _)) = autoscale::procure(f64::MIN_POSITIVE, latency_ms[pool], &offers, &config.autoscale) {
+                    if let Some((offer, _)) = autoscale::procure(
+                        f64::MIN_POSITIVE,
+                        latency_ms[pool],
+                        &offers,
+                        &config.autoscale,
+                    ) {
                         let name = offer.instance_type.clone();
                         for id in cluster.launch(pool, &name, offer.spot, 1, at, config.launch_s) {
                             launches += 1;
                             sequence += 1;
-                            events.push(Reverse(Timed(at + config.launch_s, sequence, Event::Ready(id))));
+                            events.push(Reverse(Timed(
+                                at + config.launch_s,
+                                sequence,
+                                Event::Ready(id),
+                            )));
                         }
                     }
                 }
@@ -715,7 +755,17 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
                             // A pool still provisioning help is not asked again.
                             let misses = cluster.take_misses(p);
                             let misses = if cluster.booting(p, at) { 0.0 } else { misses };
-                            (p, cluster.pool_state(p, &world.models[p], latency_ms[p], 0, misses, at))
+                            (
+                                p,
+                                cluster.pool_state(
+                                    p,
+                                    &world.models[p],
+                                    latency_ms[p],
+                                    0,
+                                    misses,
+                                    at,
+                                ),
+                            )
                         })
                         .collect();
                     let states: Vec<PoolState> = pools.iter().map(|(_, s)| s.clone()).collect();
@@ -724,7 +774,15 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
                         &|s| offers_for(&cluster, world, s, config.scheme.spot(), at),
                         &config.autoscale,
                     );
-                    launches += execute(&mut cluster, world, decisions, at, config.launch_s, &mut events, &mut sequence);
+                    launches += execute(
+                        &mut cluster,
+                        world,
+                        decisions,
+                        at,
+                        config.launch_s,
+                        &mut events,
+                        &mut sequence,
+                    );
                 }
             } else if at == next_predictive {
                 next_predictive += config.interval_s;
@@ -751,17 +809,35 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
                         cluster.pool_state(p, &world.models[p], latency_ms[p], requests, 0.0, at)
                     })
                     .collect();
-                let offers = |s: &PoolState| offers_for(&cluster, world, s, config.scheme.spot(), at);
+                let offers =
+                    |s: &PoolState| offers_for(&cluster, world, s, config.scheme.spot(), at);
                 let mut decisions = match config.autoscaler {
-                    Autoscaler::Cocktail => {
-                        autoscale::plan(predictor.forecast(steps), total, &states, &offers, &config.autoscale)
-                    }
+                    Autoscaler::Cocktail => autoscale::plan(
+                        predictor.forecast(steps),
+                        total,
+                        &states,
+                        &offers,
+                        &config.autoscale,
+                    ),
                     Autoscaler::Mark => {
-                        let forecast: Vec<f64> = (1..=steps).map(|k| predictor.forecast(k)).collect();
-                        autoscale::mark(&forecast, total, &states, &offers, &config.autoscale, config.interval_s, config.launch_s)
+                        let forecast: Vec<f64> =
+                            (1..=steps).map(|k| predictor.forecast(k)).collect();
+                        autoscale::mark(
+                            &forecast,
+                            total,
+                            &states,
+                            &offers,
+                            &config.autoscale,
+                            config.interval_s,
+                            config.launch_s,
+                        )
                     }
-                    Autoscaler::Reactive => autoscale::plan(rate, total, &states, &offers, &config.autoscale),
-                    Autoscaler::TargetTracking => autoscale::plan(2.0 * rate, total, &states, &offers, &config.autoscale),
+                    Autoscaler::Reactive => {
+                        autoscale::plan(rate, total, &states, &offers, &config.autoscale)
+                    }
+                    Autoscaler::TargetTracking => {
+                        autoscale::plan(2.0 * rate, total, &states, &offers, &config.autoscale)
+                    }
                 };
                 // Pools no ensemble uses any more go once idle.
                 for (p, in_use) in used.iter().enumerate() {
@@ -784,7 +860,15 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
                             }),
                     );
                 }
-                launches += execute(&mut cluster, world, decisions, at, config.launch_s, &mut events, &mut sequence);
+                launches += execute(
+                    &mut cluster,
+                    world,
+                    decisions,
+                    at,
+                    config.launch_s,
+                    &mut events,
+                    &mut sequence,
+                );
             } else if at == next_o2 {
                 next_o2 += config.o2_interval_s;
                 for (ensemble, dropped) in ensembles.iter_mut().zip(&mut dropped) {
@@ -815,11 +899,16 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
             }
         }
 
+        if t >= duration {
+            break;
+        }
         // The request.
         let (kind, item) = workload::draw(&mut requests, &mix, items);
-        let (Some(ensemble), Some(&deadline), Some(&label)) =
-            (ensembles.get_mut(kind), deadline_s.get(kind), world.labels.get(item))
-        else {
+        let (Some(ensemble), Some(&deadline), Some(&label)) = (
+            ensembles.get_mut(kind),
+            deadline_s.get(kind),
+            world.labels.get(item),
+        ) else {
             continue;
         };
         let label = usize::from(label);
@@ -831,13 +920,21 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
         let mut finish = t;
         let mut missed = false;
         for &m in &members {
-            let answer = world.answers.get(m).and_then(|a| a.get(item)).map(|&c| usize::from(c));
+            let answer = world
+                .answers
+                .get(m)
+                .and_then(|a| a.get(item))
+                .map(|&c| usize::from(c));
             match cluster.serve(m, t, t + deadline) {
                 Served::At(at) => {
                     finish = finish.max(at);
                     member_classes.push(answer);
                     if let Some(class) = answer {
-                        ballots.push(Ballot { model: m, class, probabilities: &[] });
+                        ballots.push(Ballot {
+                            model: m,
+                            class,
+                            probabilities: &[],
+                        });
                     }
                 }
                 Served::Late(_) | Served::Missed => {
@@ -851,7 +948,13 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
                 }
             }
         }
-        let outcome = voting::vote(config.scheme.voting(), &ballots, &weights, &world.accuracy, world.classes);
+        let outcome = voting::vote(
+            config.scheme.voting(),
+            &ballots,
+            &weights,
+            &world.accuracy,
+            world.classes,
+        );
         let correct = outcome.as_ref().is_some_and(|o| o.class == label);
         if let Some(o) = &outcome {
             for b in &ballots {
@@ -873,16 +976,21 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
         window.push(correct);
         overall.push(correct);
         let met = window.accuracy() >= ensemble.constraint.accuracy;
-        for tally in [&mut all, &mut bucket].into_iter().chain(per_type.get_mut(kind)) {
+        for tally in [&mut all, &mut bucket]
+            .into_iter()
+            .chain(per_type.get_mut(kind))
+        {
             tally.requests += 1;
             tally.models += members.len() as u64;
             tally.correct += u64::from(correct);
             tally.met += u64::from(met);
         }
         interval_requests += 1;
-        if let (Some(n), Some(count), Some(dropped)) =
-            (config.o2_interval_requests, since_o2.get_mut(kind), dropped.get_mut(kind))
-        {
+        if let (Some(n), Some(count), Some(dropped)) = (
+            config.o2_interval_requests,
+            since_o2.get_mut(kind),
+            dropped.get_mut(kind),
+        ) {
             *count += 1;
             if *count >= n.max(1) {
                 *count = 0;
@@ -893,10 +1001,17 @@ pub fn run(world: &World, config: &SimConfig, progress: Option<&indicatif::Progr
     cluster.bill(duration);
     let used = used_pools(&ensembles, models.len());
     let ever: Vec<bool> = (0..models.len())
-        .map(|p| used.get(p).copied().unwrap_or(false) || series.iter().any(|b| b.vms.get(p).is_some_and(|&v| v > 0)))
+        .map(|p| {
+            used.get(p).copied().unwrap_or(false)
+                || series.iter().any(|b| b.vms.get(p).is_some_and(|&v| v > 0))
+        })
         .collect();
     let keep = |v: &Vec<usize>| -> Vec<usize> {
-        v.iter().zip(&ever).filter(|(_, e)| **e).map(|(c, _)| *c).collect()
+        v.iter()
+            .zip(&ever)
+            .filter(|(_, e)| **e)
+            .map(|(c, _)| *c)
+            .collect()
     };
     for b in &mut series {
         b.vms = keep(&b.vms);
@@ -959,7 +1074,9 @@ fn o2(config: &SimConfig, models: &[Candidate], ensemble: &mut Ensemble, dropped
         Scheme::Cocktail => {
             ensemble.revisit(models, &config.selection);
         }
-        Scheme::ClipperX => clipper_x_step(models, ensemble, dropped, config.selection.accuracy_margin),
+        Scheme::ClipperX => {
+            clipper_x_step(models, ensemble, dropped, config.selection.accuracy_margin)
+        }
         Scheme::Infaas | Scheme::Clipper => {}
     }
 }
@@ -1029,4 +1146,86 @@ fn execute(
         }
     }
     launched
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world() -> World {
+        let zoo = Zoo::load(Zoo::locate(None).unwrap()).unwrap();
+        World::load(&zoo, "fashion").unwrap()
+    }
+
+    fn config(scheme: Scheme, seconds: usize, rate: f64) -> SimConfig {
+        SimConfig::new(scheme, Mix::Strict, vec![rate; seconds], 3)
+    }
+
+    #[test]
+    fn schemes_use_the_models_they_promise_and_runs_replay_for_a_seed() {
+        let world = world();
+        let infaas = run(&world, &config(Scheme::Infaas, 300, 20.0), None);
+        let clipper = run(&world, &config(Scheme::Clipper, 300, 20.0), None);
+        let cocktail = run(&world, &config(Scheme::Cocktail, 300, 20.0), None);
+        assert!(infaas.requests > 5_000, "{}", infaas.requests);
+        assert_eq!(infaas.models_per_request, 1.0);
+        assert!(clipper.models_per_request > cocktail.models_per_request);
+        // InFaaS answers with the constraint's own model: its accuracy is the recorded one.
+        for t in &infaas.types {
+            let model = world.types.iter().find(|w| w.name == t.name).unwrap().model;
+            assert!((t.accuracy - world.accuracy[model]).abs() < 0.03, "{t:?}");
+        }
+        // Spot instances cost less than on-demand for the same kind of pools.
+        assert!(cocktail.cost > 0.0 && cocktail.cost < clipper.cost);
+        let again = run(&world, &config(Scheme::Cocktail, 300, 20.0), None);
+        assert_eq!(
+            (
+                again.requests,
+                again.accuracy,
+                again.cost,
+                again.models_per_request
+            ),
+            (
+                cocktail.requests,
+                cocktail.accuracy,
+                cocktail.cost,
+                cocktail.models_per_request
+            )
+        );
+        assert_eq!(cocktail.series.len(), 5, "one bucket a minute");
+    }
+
+    #[test]
+    fn failures_are_replaced_and_load_is_followed() {
+        let world = world().with_latency_scale(100.0);
+        let mut rates = vec![200.0; 600];
+        rates.extend(vec![2000.0; 900]);
+        let mut c = SimConfig::new(Scheme::Cocktail, Mix::Strict, rates, 5);
+        c.failure = Some(Failure {
+            at_s: 1200.0,
+            fraction: 0.5,
+        });
+        let r = run(&world, &c, None);
+        let vms = |minute: usize| {
+            r.series
+                .get(minute)
+                .map_or(0, |b| b.vms.iter().sum::<usize>())
+        };
+        assert!(
+            vms(20) > vms(5),
+            "scaled out for the step: {} -> {}",
+            vms(5),
+            vms(20)
+        );
+        assert!(r.launches as usize > vms(5));
+        assert!(r.accuracy > 0.8, "{}", r.accuracy);
+        // No weights: every pool sized for all requests, so more instances.
+        let mut unweighted = SimConfig::new(Scheme::Cocktail, Mix::Strict, vec![2000.0; 900], 5);
+        unweighted.importance_weights = false;
+        let weighted = SimConfig {
+            importance_weights: true,
+            ..unweighted.clone()
+        };
+        assert!(run(&world, &unweighted, None).vms_mean > run(&world, &weighted, None).vms_mean);
+    }
 }

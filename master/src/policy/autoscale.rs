@@ -390,7 +390,13 @@ pub fn mark(
         let running: Vec<(String, f64, f64)> = pool
             .instances
             .iter()
-            .map(|i| (i.id.clone(), capacity_of(i.packing_factor), i.price_per_hour))
+            .map(|i| {
+                (
+                    i.id.clone(),
+                    capacity_of(i.packing_factor),
+                    i.price_per_hour,
+                )
+            })
             .collect();
         let available = offers(pool);
         let candidates: Vec<(String, f64, f64)> = available

@@ -73,7 +73,11 @@ impl Ensemble {
 
     /// O2 at the end of an interval: returns the change made, if any. The candidate pool
     /// is refreshed first, so models deployed since can join.
-    pub fn revisit(&mut self, models: &[Candidate], config: &SelectionConfig) -> Option<Adjustment> {
+    pub fn revisit(
+        &mut self,
+        models: &[Candidate],
+        config: &SelectionConfig,
+    ) -> Option<Adjustment> {
         self.pool = selection::candidates(models, &self.constraint, config);
         if self.window.labelled == 0 {
             return None; // Keep collecting until labels arrive.
