@@ -279,6 +279,7 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
         failures: &failures,
         failure,
         types: &fashion.types,
+        models: &fashion.models,
         rmse: &rmse,
     });
     std::fs::write(out.join("results.md"), page)?;
@@ -318,6 +319,7 @@ struct PageInputs<'a> {
     failures: &'a [SimResult],
     failure: Failure,
     types: &'a [crate::workload::ConstraintType],
+    models: &'a [String],
     rmse: &'a [(String, Vec<f64>)],
 }
 
@@ -375,7 +377,10 @@ fn page(p: &PageInputs<'_>) -> String {
         let _ = writeln!(
             s,
             "| {} | {:.4} | {:.4} | {} |",
-            t.name, t.constraint.latency_ms, t.constraint.accuracy, t.model
+            t.name,
+            t.constraint.latency_ms,
+            t.constraint.accuracy,
+            p.models.get(t.model).map_or("?", String::as_str)
         );
     }
     let _ = writeln!(
