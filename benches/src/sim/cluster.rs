@@ -134,19 +134,13 @@ impl Cluster {
             .iter()
             .filter_map(|&k| {
                 let ty = self.instance_type(k)?;
-                let spot_price = self.prices.price(ty, t);
-                let spot = spot && spot_price <= self.catalog.bid(ty);
-                Some(Offer {
-                    instance_type: ty.name.clone(),
-                    packing_factor: self.packing_of(pool, k),
-                    price_per_hour: if spot {
-                        spot_price
-                    } else {
-                        ty.on_demand_per_hour
-                    },
+                Some(Offer::priced(
+                    ty,
+                    self.packing_of(pool, k),
+                    self.prices.price(ty, t),
+                    self.catalog.bid(ty),
                     spot,
-                    gpu: ty.is_gpu(),
-                })
+                ))
             })
             .collect()
     }

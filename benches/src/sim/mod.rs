@@ -734,20 +734,19 @@ pub fn run(
                         &config.autoscale,
                     ) {
                         let name = offer.instance_type.clone();
-                        for id in cluster.launch(pool, &name, offer.spot, 1, at, config.launch_s) {
-                            launches += 1;
-                            sequence += 1;
-                            events.push(Reverse(Timed(
-                                at + config.launch_s,
-                                sequence,
-                                Event::Ready(id),
-                            )));
-                        }
+                        launches += launch(
+                            &mut cluster,
+                            (pool, &name, offer.spot, 1),
+                            at,
+                            config.launch_s,
+                            &mut events,
+                            &mut sequence,
+                        );
                     }
                 }
                 if config.autoscaler != Autoscaler::TargetTracking {
                     let used = used_pools(&ensembles, models.len());
-                    let pools: Vec<(usize, PoolState)> = used
+                    let states: Vec<PoolState> = used
                         .iter()
                         .enumerate()
                         .filter(|(_, u)| **u)
@@ -755,20 +754,9 @@ pub fn run(
                             // A pool still provisioning help is not asked again.
                             let misses = cluster.take_misses(p);
                             let misses = if cluster.booting(p, at) { 0.0 } else { misses };
-                            (
-                                p,
-                                cluster.pool_state(
-                                    p,
-                                    &world.models[p],
-                                    latency_ms[p],
-                                    0,
-                                    misses,
-                                    at,
-                                ),
-                            )
+                            cluster.pool_state(p, &world.models[p], latency_ms[p], 0, misses, at)
                         })
                         .collect();
-                    let states: Vec<PoolState> = pools.iter().map(|(_, s)| s.clone()).collect();
                     let decisions = autoscale::react(
                         &states,
                         &|s| offers_for(&cluster, world, s, config.scheme.spot(), at),
@@ -1109,6 +1097,24 @@ fn offers_for(
         .unwrap_or_default()
 }
 
+/// Launches `count` instances of a type for a pool, `(pool, type, spot, count)`, serving
+/// `launch_s` after `at`; returns how many.
+fn launch(
+    cluster: &mut Cluster,
+    (pool, instance_type, spot, count): (usize, &str, bool, u32),
+    at: f64,
+    launch_s: f64,
+    events: &mut BinaryHeap<Reverse<Timed>>,
+    sequence: &mut usize,
+) -> u64 {
+    let ids = cluster.launch(pool, instance_type, spot, count, at, launch_s);
+    for &id in &ids {
+        *sequence += 1;
+        events.push(Reverse(Timed(at + launch_s, *sequence, Event::Ready(id))));
+    }
+    ids.len() as u64
+}
+
 /// Carries out the autoscaler's decisions; returns the instances launched.
 fn execute(
     cluster: &mut Cluster,
@@ -1131,11 +1137,14 @@ fn execute(
                 spot,
                 ..
             } => {
-                for id in cluster.launch(pool, &instance_type, spot, count, at, launch_s) {
-                    launched += 1;
-                    *sequence += 1;
-                    events.push(Reverse(Timed(at + launch_s, *sequence, Event::Ready(id))));
-                }
+                launched += launch(
+                    cluster,
+                    (pool, &instance_type, spot, count),
+                    at,
+                    launch_s,
+                    events,
+                    sequence,
+                );
             }
             Action::Terminate { id } => {
                 if let Ok(id) = id.parse::<usize>() {

@@ -75,6 +75,31 @@ pub struct Offer {
     pub gpu: bool,
 }
 
+impl Offer {
+    /// What `ty` costs now: spot when `spot_allowed` and its price is under the `bid`,
+    /// else on-demand.
+    pub fn priced(
+        ty: &cocktail_common::catalog::InstanceType,
+        packing_factor: u32,
+        spot_price: f64,
+        bid: f64,
+        spot_allowed: bool,
+    ) -> Self {
+        let spot = spot_allowed && spot_price <= bid;
+        Self {
+            instance_type: ty.name.clone(),
+            packing_factor,
+            price_per_hour: if spot {
+                spot_price
+            } else {
+                ty.on_demand_per_hour
+            },
+            spot,
+            gpu: ty.is_gpu(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AutoscaleConfig {
     /// Per-request time beyond inference (HTTP, preprocessing), in ms.

@@ -251,19 +251,13 @@ impl Controller {
             .and_then(|m| m.profile.as_ref());
         self.allowed_types()
             .map(|ty| {
-                let spot_price = self.provider.spot_price(ty);
-                let spot = self.config.spot && spot_price <= self.catalog.bid(ty);
-                Offer {
-                    instance_type: ty.name.clone(),
-                    packing_factor: catalog::packing_factor(profile, ty, &self.catalog.gpu),
-                    price_per_hour: if spot {
-                        spot_price
-                    } else {
-                        ty.on_demand_per_hour
-                    },
-                    spot,
-                    gpu: ty.is_gpu(),
-                }
+                Offer::priced(
+                    ty,
+                    catalog::packing_factor(profile, ty, &self.catalog.gpu),
+                    self.provider.spot_price(ty),
+                    self.catalog.bid(ty),
+                    self.config.spot,
+                )
             })
             .collect()
     }
