@@ -29,6 +29,10 @@ pub struct InstanceType {
     /// Burstable (t3): cheap standby capacity (mark.txt §4.5).
     #[serde(default)]
     pub burstable: bool,
+    /// Speed of one vCPU relative to one core of the profiling host (1.0 when absent);
+    /// used by [`crate::latency`] for batches on heterogeneous pools.
+    #[serde(default = "one")]
+    pub core_speed: f64,
     /// Where the price comes from.
     pub source: String,
 }
@@ -60,6 +64,24 @@ pub struct SpotModel {
 pub struct GpuModel {
     /// 4-vCPU CPU instances' worth of concurrent requests one GPU serves.
     pub speedup: f64,
+    /// Fixed cost of one batch on the GPU (launch and transfers), microseconds.
+    #[serde(default = "gpu_fixed_us")]
+    pub fixed_us: f64,
+    /// How many times faster than one profiling-host core the GPU works through items.
+    #[serde(default = "gpu_item_speedup")]
+    pub item_speedup: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn gpu_fixed_us() -> f64 {
+    1000.0
+}
+
+fn gpu_item_speedup() -> f64 {
+    24.0
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -93,6 +115,12 @@ impl Catalog {
                 return Err(CommonError::format(
                     path,
                     format!("`{}` needs vcpus > 0 and a positive price", t.name),
+                ));
+            }
+            if t.core_speed.is_nan() || t.core_speed <= 0.0 {
+                return Err(CommonError::format(
+                    path,
+                    format!("`{}` needs a positive core_speed", t.name),
                 ));
             }
         }

@@ -6,6 +6,7 @@ pub mod batching;
 pub mod catalog;
 pub mod control;
 pub mod error;
+pub mod latency;
 pub mod oip;
 pub mod predictions;
 pub mod testset;

@@ -17,7 +17,9 @@ pub mod resources;
 pub mod server;
 pub mod serving;
 
-pub use policy::{autoscale, ensemble, estimate, packing, predict, selection, voting};
+pub use policy::{
+    autoscale, ensemble, estimate, kairos, mix, packing, predict, ribbon, selection, voting,
+};
 pub use resources::{controller, learned, provider, store};
 pub use serving::{cache, dispatch, registry, request, service, state, tasks, usage};
 

@@ -4,7 +4,10 @@
 pub mod autoscale;
 pub mod ensemble;
 pub mod estimate;
+pub mod kairos;
+pub mod mix;
 pub mod packing;
 pub mod predict;
+pub mod ribbon;
 pub mod selection;
 pub mod voting;

@@ -1,0 +1,111 @@
+//! How long one batched query of a model takes on an instance type: the model of a
+//! heterogeneous pool that Kairos' matching (kairos.txt §5.1, the `L` matrix), its
+//! throughput bound (§5.2), the heterogeneous-pool simulator and the local provider's
+//! emulated types share.
+//!
+//! Inference latency is close to linear in the batch size (kairos.txt §5.1 reports a
+//! Pearson correlation above 0.99), so a model's profile row for one intra-op thread is
+//! fitted as `fixed + per_item × batch` by least squares. On a CPU type the batch's items
+//! spread over its vCPUs (with 75 % parallel efficiency per extra vCPU) at the type's
+//! `core_speed`; on a GPU they run `gpu.item_speedup` times faster than a host core after
+//! a fixed `gpu.fixed_us`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::{GpuModel, InstanceType};
+use crate::zoo::Profile;
+
+/// Share of a vCPU's speed that each vCPU beyond the first adds to one batch.
+const PARALLEL_EFFICIENCY: f64 = 0.75;
+
+/// `fixed_us + per_item_us × batch` on one core of the profiling host.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BatchLatency {
+    pub fixed_us: f64,
+    pub per_item_us: f64,
+}
+
+impl BatchLatency {
+    /// Least-squares fit of the profile's one-thread row (its first row without one).
+    pub fn fit(profile: &Profile) -> Option<Self> {
+        let row = profile.threads.iter().position(|&t| t == 1).unwrap_or(0);
+        let latencies = profile.latency_us.get(row)?;
+        let points: Vec<(f64, f64)> = profile
+            .batch_sizes
+            .iter()
+            .zip(latencies)
+            .map(|(&b, &l)| (b as f64, l))
+            .collect();
+        if points.len() < 2 {
+            return None;
+        }
+        let n = points.len() as f64;
+        let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+        let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+        let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+        let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+        if sxx <= 0.0 {
+            return None;
+        }
+        let per_item_us = (sxy / sxx).max(0.0);
+        let fixed_us = (mean_y - per_item_us * mean_x).max(0.0);
+        Some(Self {
+            fixed_us,
+            per_item_us,
+        })
+    }
+
+    /// Microseconds for a batch of `batch` items on one instance of `ty`.
+    pub fn on(&self, ty: &InstanceType, gpu: &GpuModel, batch: usize) -> f64 {
+        let items = batch.max(1) as f64;
+        if ty.is_gpu() {
+            return gpu.fixed_us + self.fixed_us + self.per_item_us * items / gpu.item_speedup;
+        }
+        let lanes = 1.0 + PARALLEL_EFFICIENCY * (f64::from(ty.vcpus) - 1.0);
+        (self.fixed_us + self.per_item_us * items / lanes) / ty.core_speed
+    }
+
+    /// Milliseconds, for the policies that work in milliseconds.
+    pub fn ms_on(&self, ty: &InstanceType, gpu: &GpuModel, batch: usize) -> f64 {
+        self.on(ty, gpu, batch) / 1000.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    fn profile(latency: Vec<f64>) -> Profile {
+        Profile {
+            host: "test".into(),
+            seq_len: None,
+            threads: vec![1],
+            batch_sizes: vec![1, 2, 4, 8],
+            latency_us: vec![latency],
+            packing_factor: vec![4],
+        }
+    }
+
+    #[test]
+    fn the_fit_recovers_a_line() {
+        let fit = BatchLatency::fit(&profile(vec![12.0, 14.0, 18.0, 26.0])).unwrap();
+        assert!((fit.fixed_us - 10.0).abs() < 1e-9);
+        assert!((fit.per_item_us - 2.0).abs() < 1e-9);
+        assert!(BatchLatency::fit(&profile(vec![1.0])).is_none());
+    }
+
+    #[test]
+    fn gpus_win_large_batches_and_cpus_small_ones() {
+        let catalog = Catalog::embedded().unwrap();
+        let fit = BatchLatency {
+            fixed_us: 10.0,
+            per_item_us: 190.0,
+        };
+        let on = |name: &str, b: usize| fit.on(catalog.get(name).unwrap(), &catalog.gpu, b);
+        assert!(on("c5a.xlarge", 1) < on("g4dn.xlarge", 1));
+        assert!(on("g4dn.xlarge", 256) < on("c5a.xlarge", 256));
+        assert!(on("c5a.2xlarge", 64) < on("c5a.xlarge", 64), "more vCPUs");
+        assert!(on("c5a.xlarge", 64) < on("t3.xlarge", 64), "slower cores");
+    }
+}
