@@ -58,7 +58,25 @@ fn shortest_augmenting_paths(
     let mut row_seen = vec![false; rows];
     let mut col_seen = vec![false; cols];
     let mut remaining: Vec<usize> = Vec::with_capacity(cols);
+    // Jonker-Volgenant's column reduction on square matrices: each column's dual is its
+    // cheapest cost, and the column goes to that row when the row is still free. Reduced
+    // costs stay ≥ 0 and the pairs made have reduced cost 0, so the augmentation below
+    // stays exact. (With spare columns a free column's dual must stay 0, so rectangular
+    // matrices start from zero duals.)
+    for c in (0..cols).filter(|_| rows == cols) {
+        let (best_row, best) = (0..rows)
+            .map(|r| (r, cost(r, c)))
+            .fold((NONE, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a });
+        v[c] = best;
+        if best_row != NONE && col_of_row[best_row] == NONE {
+            col_of_row[best_row] = c;
+            row_of_col[c] = best_row;
+        }
+    }
     for start in 0..rows {
+        if col_of_row[start] != NONE {
+            continue;
+        }
         // Dijkstra over reduced costs from `start` to the nearest free column.
         remaining.clear();
         remaining.extend((0..cols).rev());
