@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::sim::{self, Autoscaler, Failure, Scheme, SimConfig, SimResult, World};
 use crate::workload::Mix;
-use crate::{plots, report, traces};
+use crate::{hetero, plots, report, traces};
 
 /// The paper's setting (cocktail.txt §5.2): one hour at 50 req/s.
 const HOUR: usize = 3600;
@@ -282,7 +282,8 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
         models: &fashion.models,
         rmse: &rmse,
     });
-    std::fs::write(out.join("results.md"), page)?;
+    let mixed = hetero::study::run(zoo, &plots_dir, &data_dir, hetero::study::Scale::FULL)?;
+    std::fs::write(out.join("results.md"), format!("{page}\n{mixed}"))?;
     Ok(())
 }
 

@@ -104,12 +104,12 @@ impl Ribbon {
     /// Eq. 2: below the target, half the satisfaction rate relative to the target; at or
     /// above it, one half plus half the cost saved against the largest configuration.
     pub fn objective(&self, satisfaction: f64, cost_per_hour: f64) -> f64 {
-        if satisfaction < self.settings.target {
-            0.5 * satisfaction / self.settings.target
-        } else {
-            let max = self.space.max_cost();
-            0.5 + 0.5 * (1.0 - if max > 0.0 { cost_per_hour / max } else { 0.0 })
-        }
+        objective(
+            self.settings.target,
+            self.space.max_cost(),
+            satisfaction,
+            cost_per_hour,
+        )
     }
 
     /// The first configuration to measure: the middle of the space.
@@ -259,6 +259,21 @@ impl Ribbon {
             .zip(&self.space.max)
             .fold(0usize, |acc, (&c, &m)| acc * (m as usize + 1) + c as usize);
         flat.checked_sub(1)
+    }
+}
+
+/// Eq. 2 for a space whose largest configuration costs `max_cost` per hour.
+pub fn objective(target: f64, max_cost: f64, satisfaction: f64, cost_per_hour: f64) -> f64 {
+    if satisfaction < target {
+        0.5 * satisfaction / target
+    } else {
+        0.5 + 0.5
+            * (1.0
+                - if max_cost > 0.0 {
+                    cost_per_hour / max_cost
+                } else {
+                    0.0
+                })
     }
 }
 
