@@ -32,6 +32,10 @@ pub struct Registration {
     /// instances of its pool cannot take at once.
     #[serde(default)]
     pub burst: bool,
+    /// The instance type it runs on (`c5a.xlarge`), when known: pools that mix types
+    /// spread batched queries by Kairos' matching.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
 }
 
 /// The master's answer to a registration.

@@ -11,6 +11,8 @@ use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
 use cocktail_common::batching::BatchPolicy;
+use cocktail_common::catalog::{GpuModel, InstanceType};
+use cocktail_common::latency::BatchLatency;
 use tokio::sync::oneshot;
 
 use crate::preprocess::Preprocessor;
@@ -47,13 +49,23 @@ impl BatcherHandle {
         backend: Box<dyn Backend>,
         preprocessor: Arc<Preprocessor>,
         policy: BatchPolicy,
+        pace: Option<Pace>,
     ) -> Result<Self, WorkerError> {
         let (sender, receiver) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let thread_queued = Arc::clone(&queued);
         std::thread::Builder::new()
             .name("batcher".into())
-            .spawn(move || run(backend, &preprocessor, policy, &receiver, &thread_queued))
+            .spawn(move || {
+                run(
+                    backend,
+                    &preprocessor,
+                    policy,
+                    pace.as_ref(),
+                    &receiver,
+                    &thread_queued,
+                );
+            })
             .map_err(|e| WorkerError::Ort(format!("cannot start the batch thread: {e}")))?;
         Ok(Self { sender, queued })
     }
@@ -84,6 +96,7 @@ fn run(
     mut backend: Box<dyn Backend>,
     preprocessor: &Preprocessor,
     policy: BatchPolicy,
+    pace: Option<&Pace>,
     receiver: &mpsc::Receiver<Job>,
     queued: &AtomicUsize,
 ) {
@@ -123,7 +136,28 @@ fn run(
         }
         queued.fetch_sub(jobs.len(), Ordering::Relaxed);
         metrics::queue_depth(queued.load(Ordering::Relaxed));
-        run_batch(backend.as_mut(), preprocessor, jobs, items);
+        run_batch(backend.as_mut(), preprocessor, jobs, items, pace);
+    }
+}
+
+/// An emulated instance type (the local provider's heterogeneous pools): each batch takes
+/// at least the type's modelled latency ([`BatchLatency`]), so a pool of local workers
+/// behaves like the types it stands for. The real inference runs first; the batch thread
+/// then holds the answer for the rest of the time, as a slower machine would.
+#[derive(Debug, Clone)]
+pub struct Pace {
+    pub latency: BatchLatency,
+    pub instance_type: InstanceType,
+    pub gpu: GpuModel,
+}
+
+impl Pace {
+    fn hold(&self, items: usize, started: Instant) {
+        let target =
+            Duration::from_secs_f64(self.latency.on(&self.instance_type, &self.gpu, items) / 1e6);
+        if let Some(rest) = target.checked_sub(started.elapsed()) {
+            std::thread::sleep(rest);
+        }
     }
 }
 
@@ -145,10 +179,19 @@ fn next_job(receiver: &mpsc::Receiver<Job>) -> Option<Job> {
     receiver.recv().ok()
 }
 
-fn run_batch(backend: &mut dyn Backend, preprocessor: &Preprocessor, jobs: Vec<Job>, items: usize) {
+fn run_batch(
+    backend: &mut dyn Backend,
+    preprocessor: &Preprocessor,
+    jobs: Vec<Job>,
+    items: usize,
+    pace: Option<&Pace>,
+) {
     let parts: Vec<&Prepared> = jobs.iter().map(|j| &j.prepared).collect();
     let started = Instant::now();
     let result = join(&parts, preprocessor).and_then(|batch| backend.infer(&batch));
+    if let Some(pace) = pace {
+        pace.hold(items, started);
+    }
     metrics::batch(items, started.elapsed());
     match result {
         Ok(Probabilities(all)) => {

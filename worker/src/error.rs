@@ -35,6 +35,8 @@ pub enum WorkerError {
     Draining,
     #[error("this worker serves `{served}`, not `{requested}`")]
     UnknownModel { served: String, requested: String },
+    #[error("cannot emulate the instance type: {0}")]
+    Emulation(String),
     #[error(transparent)]
     Common(#[from] CommonError),
 }
@@ -53,6 +55,7 @@ impl WorkerError {
             Self::RuntimeMissing { .. } | Self::RuntimeLoad { .. } => "runtime",
             Self::Ort(_) => "inference",
             Self::ModelMismatch { .. } | Self::Tokenizer { .. } | Self::Common(_) => "model",
+            Self::Emulation(_) => "emulation",
             Self::InvalidInput { .. } => "invalid_input",
             Self::MalformedJson(_) => "malformed_json",
             Self::PayloadTooLarge { .. } => "payload_too_large",

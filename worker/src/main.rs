@@ -63,6 +63,13 @@ struct Args {
     /// instances cannot take at once (MArk's Lambda).
     #[arg(long, env = "COCKTAIL_BURST")]
     burst: bool,
+    /// The instance type this worker runs on (a catalog name), told to the master.
+    #[arg(long, env = "COCKTAIL_INSTANCE_TYPE")]
+    instance_type: Option<String>,
+    /// Take as long per batch as `--instance-type` would, from the model's profile and
+    /// the catalog (the local provider's emulated heterogeneous pools).
+    #[arg(long, env = "COCKTAIL_EMULATE_TYPE")]
+    emulate_type: bool,
     /// Heartbeat period in milliseconds until the master says otherwise.
     #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000)]
     heartbeat_ms: u64,
@@ -108,6 +115,8 @@ fn run(args: Args) -> anyhow::Result<()> {
         rt_max: args.rt_max_ms.map(|ms| Duration::from_secs_f64(ms / 1e3)),
         queue_items: args.queue_items,
         http_workers: args.http_workers,
+        instance_type: args.instance_type,
+        emulate_type: args.emulate_type,
     };
     let prometheus = cocktail_worker::metrics::install(&config.model)?;
     let worker = Worker::load(&config, Some(prometheus))?;

@@ -8,13 +8,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use actix_web::{App, HttpServer, web};
-use cocktail_common::Zoo;
 use cocktail_common::batching::{self, BatchPolicy};
+use cocktail_common::catalog::Catalog;
 use cocktail_common::control::Registration;
+use cocktail_common::latency::BatchLatency;
+use cocktail_common::{ModelEntry, Zoo};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
 
-use crate::batcher::BatcherHandle;
+use crate::batcher::{BatcherHandle, Pace};
 use crate::control::{Control, ControlConfig};
 use crate::http::{AppState, configure};
 use crate::preprocess::Preprocessor;
@@ -37,6 +39,11 @@ pub struct WorkerConfig {
     pub queue_items: usize,
     /// HTTP worker threads.
     pub http_workers: usize,
+    /// The instance type this worker runs on, told to the master.
+    pub instance_type: Option<String>,
+    /// Take as long per batch as `instance_type` would (the local provider's emulated
+    /// types; see [`Pace`]).
+    pub emulate_type: bool,
 }
 
 /// A loaded worker, ready to serve.
@@ -47,6 +54,7 @@ pub struct Worker {
     http_workers: usize,
     threads: usize,
     queue_items: usize,
+    instance_type: Option<String>,
 }
 
 impl Worker {
@@ -69,7 +77,13 @@ impl Worker {
             max_items: config.max_batch.unwrap_or(tuned.max_items).max(1),
             window: config.batch_wait.unwrap_or(tuned.window),
         };
-        let batcher = BatcherHandle::spawn(Box::new(backend), Arc::clone(&preprocessor), policy)?;
+        let pace = if config.emulate_type {
+            Some(pace(&model, config.instance_type.as_deref())?)
+        } else {
+            None
+        };
+        let batcher =
+            BatcherHandle::spawn(Box::new(backend), Arc::clone(&preprocessor), policy, pace)?;
         let capacity = policy.max_items + config.queue_items;
         tracing::info!(model = %model.name, threads = config.threads, max_batch = policy.max_items,
             window_us = policy.window.as_micros() as u64, capacity, "model loaded");
@@ -89,6 +103,7 @@ impl Worker {
             http_workers: config.http_workers.max(1),
             threads: config.threads,
             queue_items: config.queue_items,
+            instance_type: config.instance_type.clone(),
         })
     }
 
@@ -109,6 +124,7 @@ impl Worker {
             queue_items: self.queue_items,
             threads: self.threads,
             burst: false,
+            instance_type: self.instance_type.clone(),
         }
     }
 
@@ -179,4 +195,31 @@ pub async fn shutdown_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// The pace of `instance_type` (from the embedded catalog) for `model`'s profile.
+fn pace(model: &ModelEntry, instance_type: Option<&str>) -> Result<Pace, WorkerError> {
+    let refuse = WorkerError::Emulation;
+    let name =
+        instance_type.ok_or_else(|| refuse("--emulate-type needs --instance-type".into()))?;
+    let catalog = Catalog::embedded()?;
+    let instance_type = catalog
+        .get(name)
+        .cloned()
+        .ok_or_else(|| refuse(format!("instance type `{name}` is not in the catalog")))?;
+    let latency = model
+        .profile
+        .as_ref()
+        .and_then(BatchLatency::fit)
+        .ok_or_else(|| {
+            refuse(format!(
+                "`{}` has no profile to emulate a type with",
+                model.name
+            ))
+        })?;
+    Ok(Pace {
+        latency,
+        instance_type,
+        gpu: catalog.gpu,
+    })
 }

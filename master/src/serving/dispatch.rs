@@ -74,7 +74,7 @@ pub async fn call_member(
     let mut tried: Vec<Arc<Instance>> = Vec::new();
     let mut last_error = MemberError::NoInstance;
     loop {
-        let lease = match pool.acquire(deadline, &tried).await {
+        let lease = match pool.acquire(deadline, &tried, items).await {
             Ok(lease) => lease,
             Err(NoSlot::Timeout) => return Err(MemberError::Deadline),
             Err(NoSlot::NoInstance) => return Err(last_error),

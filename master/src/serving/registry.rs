@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 use cocktail_common::control::{MISSED_HEARTBEATS, Registration};
 use tokio::sync::Notify;
 
+use cocktail_common::catalog::{Catalog, InstanceType};
+use cocktail_common::latency::BatchLatency;
+
+use crate::kairos::{self, Server, Waiting};
 use crate::packing::{self, Slots};
 
 #[derive(Debug)]
@@ -27,6 +31,8 @@ pub struct Instance {
     pub packing_factor: u32,
     /// A burst instance serves only what the regular ones cannot take at once.
     pub burst: bool,
+    /// Its instance type, when the worker said.
+    pub instance_type: Option<String>,
     in_flight: AtomicU32,
     draining: AtomicBool,
     down: AtomicBool,
@@ -64,7 +70,47 @@ impl Instance {
 pub struct Pool {
     instances: RwLock<Vec<Arc<Instance>>>,
     freed: Notify,
+    /// The model's batch latency, for Kairos' matching on pools that mix types.
+    speed: Option<Arc<Speed>>,
+    /// Requests waiting for a slot on a mixed pool, oldest first.
+    waiting: Mutex<Vec<Waiter>>,
+    next_waiter: std::sync::atomic::AtomicU64,
 }
+
+/// What the master knows of a model's speed on each instance type.
+#[derive(Debug)]
+pub struct Speed {
+    pub latency: BatchLatency,
+    pub catalog: Arc<Catalog>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Waiter {
+    id: u64,
+    items: usize,
+    since: Instant,
+    deadline: Instant,
+}
+
+/// Leaves the waiting list when the request gets its slot, times out or is dropped.
+struct Ticket<'a> {
+    pool: &'a Pool,
+    id: u64,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        self.pool
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|w| w.id != self.id);
+        self.pool.freed.notify_waiters();
+    }
+}
+
+/// At most this many of the oldest waiting requests enter one matching.
+const MATCH_WINDOW: usize = 64;
 
 /// A slot on an instance, given back on drop.
 #[derive(Debug)]
@@ -98,7 +144,11 @@ impl Pool {
         self: &Arc<Self>,
         deadline: Instant,
         exclude: &[Arc<Instance>],
+        items: usize,
     ) -> Result<Lease, NoSlot> {
+        if let Some(speed) = self.speed.as_ref().filter(|_| self.mixed(exclude)) {
+            return self.acquire_matched(speed, deadline, exclude, items).await;
+        }
         loop {
             // Register interest before looking, so a slot freed meanwhile is not missed.
             let mut notified = pin!(self.freed.notified());
@@ -153,6 +203,145 @@ impl Pool {
         }
     }
 
+    /// Whether the usable regular instances span more than one known type.
+    fn mixed(&self, exclude: &[Arc<Instance>]) -> bool {
+        let instances = self.instances.read().unwrap_or_else(|p| p.into_inner());
+        let mut types = instances
+            .iter()
+            .filter(|i| !i.burst && !exclude.iter().any(|e| Arc::ptr_eq(e, i)))
+            .filter_map(|i| i.instance_type.as_deref());
+        types
+            .next()
+            .is_some_and(|first| types.any(|other| other != first))
+    }
+
+    /// Kairos' query distribution (kairos.txt §5.1): every waiting request, this one
+    /// included, is matched to an instance by min-cost bipartite matching on its batch's
+    /// latency on the instance's type ([`kairos::distribute`]); this request takes its
+    /// slot when its match has one free, else waits for the next change (a slot freed, a
+    /// request arrived) and matches again. Matched to a busy instance, it waits for that
+    /// instance rather than take one where it would miss its deadline.
+    async fn acquire_matched(
+        self: &Arc<Self>,
+        speed: &Speed,
+        deadline: Instant,
+        exclude: &[Arc<Instance>],
+        items: usize,
+    ) -> Result<Lease, NoSlot> {
+        let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+        let since = Instant::now();
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Waiter {
+                id,
+                items: items.max(1),
+                since,
+                deadline,
+            });
+        let _ticket = Ticket { pool: self, id };
+        self.freed.notify_waiters();
+        loop {
+            let mut notified = pin!(self.freed.notified());
+            notified.as_mut().enable();
+            let now = Instant::now();
+            let candidates: Vec<Arc<Instance>> = self
+                .instances()
+                .into_iter()
+                .filter(|i| !i.burst && !exclude.iter().any(|e| Arc::ptr_eq(e, i)))
+                .filter(|i| {
+                    let s = i.slots();
+                    s.available
+                })
+                .collect();
+            if candidates.is_empty() {
+                return Err(NoSlot::NoInstance);
+            }
+            let types: Vec<Option<&InstanceType>> = candidates
+                .iter()
+                .map(|i| {
+                    i.instance_type
+                        .as_deref()
+                        .and_then(|t| speed.catalog.get(t))
+                })
+                .collect();
+            let latency_ms = |j: usize, batch: usize| match types.get(j).copied().flatten() {
+                Some(ty) => speed.latency.ms_on(ty, &speed.catalog.gpu, batch),
+                // An instance of an unknown type: as fast as the profiling host.
+                None => (speed.latency.fixed_us + speed.latency.per_item_us * batch as f64) / 1e3,
+            };
+            let waiting: Vec<Waiter> = {
+                let all = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+                all.iter().take(MATCH_WINDOW).copied().collect()
+            };
+            let Some(me) = waiting.iter().position(|w| w.id == id) else {
+                // Beyond the window: wait for the older ones to go.
+                if tokio::time::timeout_at(deadline.into(), notified)
+                    .await
+                    .is_err()
+                {
+                    return Err(NoSlot::Timeout);
+                }
+                continue;
+            };
+            let mean_items = waiting.iter().map(|w| w.items).sum::<usize>() / waiting.len().max(1);
+            // Each instance is its own "type" here: its coefficient and latency come from
+            // its catalog type.
+            let servers: Vec<Server> = candidates
+                .iter()
+                .enumerate()
+                .map(|(j, i)| Server {
+                    type_index: j,
+                    busy_ms: if i.slots().in_flight < i.packing_factor {
+                        0.0
+                    } else {
+                        latency_ms(j, mean_items.max(1))
+                    },
+                })
+                .collect();
+            let largest = waiting.iter().map(|w| w.items).max().unwrap_or(1);
+            let coefficients = kairos::coefficients(
+                &(0..candidates.len())
+                    .map(|j| latency_ms(j, largest))
+                    .collect::<Vec<_>>(),
+            );
+            let queries: Vec<Waiting> = waiting
+                .iter()
+                .map(|w| Waiting {
+                    batch: w.items,
+                    waited_ms: now.saturating_duration_since(w.since).as_secs_f64() * 1e3,
+                })
+                .collect();
+            // Each request's own deadline is its target: scale so that `waited + L ≤ κT`
+            // reads `now + L ≤ deadline` for this request.
+            let qos_ms = waiting[me]
+                .deadline
+                .saturating_duration_since(waiting[me].since)
+                .as_secs_f64()
+                * 1e3
+                / kairos::KAPPA;
+            let plan = kairos::distribute(&queries, &servers, &coefficients, latency_ms, qos_ms);
+            if let Some(j) = plan.get(me).copied().flatten()
+                && let Some(instance) = candidates.get(j)
+                && instance.try_take()
+            {
+                *instance.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+                metrics::counter!("cocktail_master_matched_total", "model" => instance.model.clone())
+                    .increment(1);
+                return Ok(Lease {
+                    instance: Arc::clone(instance),
+                    pool: Arc::clone(self),
+                });
+            }
+            if tokio::time::timeout_at(deadline.into(), notified)
+                .await
+                .is_err()
+            {
+                return Err(NoSlot::Timeout);
+            }
+        }
+    }
+
     pub fn instances(&self) -> Vec<Arc<Instance>> {
         self.instances
             .read()
@@ -165,6 +354,8 @@ impl Pool {
 #[derive(Debug, Default)]
 pub struct Registry {
     pools: RwLock<HashMap<String, Arc<Pool>>>,
+    /// Each model's speed per instance type, for pools that mix types.
+    speeds: HashMap<String, Arc<Speed>>,
 }
 
 /// What `GET /v1/workers` shows per instance.
@@ -175,6 +366,7 @@ pub struct InstanceView {
     pub url: String,
     pub packing_factor: u32,
     pub burst: bool,
+    pub instance_type: Option<String>,
     pub in_flight: u32,
     pub draining: bool,
     pub down: bool,
@@ -184,6 +376,14 @@ pub struct InstanceView {
 }
 
 impl Registry {
+    /// A registry whose mixed-type pools use Kairos' matching with these speeds.
+    pub fn with_speeds(speeds: HashMap<String, Arc<Speed>>) -> Self {
+        Self {
+            pools: RwLock::default(),
+            speeds,
+        }
+    }
+
     pub fn pool(&self, model: &str) -> Option<Arc<Pool>> {
         self.pools
             .read()
@@ -202,6 +402,7 @@ impl Registry {
             url,
             packing_factor: registration.packing_factor.max(1),
             burst: registration.burst,
+            instance_type: registration.instance_type.clone(),
             in_flight: AtomicU32::new(0),
             draining: AtomicBool::new(false),
             down: AtomicBool::new(false),
@@ -211,7 +412,12 @@ impl Registry {
         self.remove(&registration.id);
         let pool = {
             let mut pools = self.pools.write().unwrap_or_else(|p| p.into_inner());
-            Arc::clone(pools.entry(registration.model.clone()).or_default())
+            Arc::clone(pools.entry(registration.model.clone()).or_insert_with(|| {
+                Arc::new(Pool {
+                    speed: self.speeds.get(&registration.model).cloned(),
+                    ..Pool::default()
+                })
+            }))
         };
         pool.instances
             .write()
@@ -297,6 +503,7 @@ impl Registry {
                 url: i.url.clone(),
                 packing_factor: i.packing_factor,
                 burst: i.burst,
+                instance_type: i.instance_type.clone(),
                 in_flight: i.in_flight.load(Ordering::Acquire),
                 draining: i.draining.load(Ordering::Acquire),
                 down: i.down.load(Ordering::Acquire),
@@ -347,6 +554,7 @@ mod tests {
             queue_items: 0,
             threads: 1,
             burst: false,
+            instance_type: None,
         }
     }
 
@@ -357,19 +565,22 @@ mod tests {
         registry.register(&registration("b", 2));
         let pool = registry.pool("m").unwrap();
         let soon = Instant::now() + Duration::from_millis(50);
-        let first = pool.acquire(soon, &[]).await.unwrap();
-        let second = pool.acquire(soon, &[]).await.unwrap();
+        let first = pool.acquire(soon, &[], 1).await.unwrap();
+        let second = pool.acquire(soon, &[], 1).await.unwrap();
         // The first instance fills before the second is used.
         assert_eq!(first.instance.id, second.instance.id);
-        let third = pool.acquire(soon, &[]).await.unwrap();
-        let fourth = pool.acquire(soon, &[]).await.unwrap();
+        let third = pool.acquire(soon, &[], 1).await.unwrap();
+        let fourth = pool.acquire(soon, &[], 1).await.unwrap();
         assert_ne!(third.instance.id, first.instance.id);
-        assert_eq!(pool.acquire(soon, &[]).await.unwrap_err(), NoSlot::Timeout);
+        assert_eq!(
+            pool.acquire(soon, &[], 1).await.unwrap_err(),
+            NoSlot::Timeout
+        );
         // A slot given back wakes a waiter.
         let waiter = {
             let pool = Arc::clone(&pool);
             tokio::spawn(async move {
-                pool.acquire(Instant::now() + Duration::from_secs(5), &[])
+                pool.acquire(Instant::now() + Duration::from_secs(5), &[], 1)
                     .await
                     .map(|l| l.instance.id.clone())
             })
@@ -390,12 +601,12 @@ mod tests {
         registry.register(&registration("a", 1));
         let pool = registry.pool("m").unwrap();
         let soon = Instant::now() + Duration::from_millis(20);
-        let first = pool.acquire(soon, &[]).await.unwrap();
+        let first = pool.acquire(soon, &[], 1).await.unwrap();
         assert_eq!(first.instance.id, "a");
-        let second = pool.acquire(soon, &[]).await.unwrap();
+        let second = pool.acquire(soon, &[], 1).await.unwrap();
         assert_eq!(second.instance.id, "lambda", "a is full: spill");
         drop(first);
-        assert_eq!(pool.acquire(soon, &[]).await.unwrap().instance.id, "a");
+        assert_eq!(pool.acquire(soon, &[], 1).await.unwrap().instance.id, "a");
     }
 
     #[tokio::test]
@@ -406,25 +617,69 @@ mod tests {
         let pool = registry.pool("m").unwrap();
         let soon = Instant::now() + Duration::from_millis(20);
         assert!(registry.drain("a"));
-        let lease = pool.acquire(soon, &[]).await.unwrap();
+        let lease = pool.acquire(soon, &[], 1).await.unwrap();
         assert_eq!(lease.instance.id, "b");
         let tried = [Arc::clone(&lease.instance)];
         drop(lease);
         assert_eq!(
-            pool.acquire(soon, &tried).await.unwrap_err(),
+            pool.acquire(soon, &tried, 1).await.unwrap_err(),
             NoSlot::NoInstance
         );
         pool.instances()[1].mark_down();
         assert_eq!(
-            pool.acquire(soon, &[]).await.unwrap_err(),
+            pool.acquire(soon, &[], 1).await.unwrap_err(),
             NoSlot::NoInstance
         );
         // A heartbeat brings a down instance back; unknown ids must register.
         assert!(registry.heartbeat("b", false));
-        assert!(pool.acquire(soon, &[]).await.is_ok());
+        assert!(pool.acquire(soon, &[], 1).await.is_ok());
         assert!(!registry.heartbeat("zz", false));
         assert!(registry.remove("b"));
         assert!(registry.expire(Duration::from_secs(60)).is_empty());
         assert_eq!(registry.view().len(), 1);
+    }
+
+    /// A pool of a GPU and a small CPU instance (kairos.txt Fig. 5): a large batch is
+    /// matched to the GPU even while the CPU is free, a small one takes the CPU.
+    #[tokio::test]
+    async fn mixed_pools_match_batches_to_the_type_that_meets_the_deadline() {
+        let catalog = Arc::new(Catalog::embedded().unwrap());
+        let speed = Arc::new(Speed {
+            // resnet-like: 10 µs fixed, 190 µs per item on one host core.
+            latency: BatchLatency {
+                fixed_us: 10.0,
+                per_item_us: 190.0,
+            },
+            catalog,
+        });
+        let registry = Registry::with_speeds(HashMap::from([("m".to_owned(), speed)]));
+        registry.register(&Registration {
+            instance_type: Some("r5n.large".into()),
+            ..registration("cpu", 1)
+        });
+        registry.register(&Registration {
+            instance_type: Some("g4dn.xlarge".into()),
+            ..registration("gpu", 1)
+        });
+        let pool = registry.pool("m").unwrap();
+        assert!(pool.mixed(&[]));
+        // 128 items: ~14 ms on r5n.large, ~2 ms on the GPU; a 5 ms deadline.
+        let deadline = Instant::now() + Duration::from_millis(5);
+        let large = pool.acquire(deadline, &[], 128).await.unwrap();
+        assert_eq!(large.instance.id, "gpu");
+        drop(large);
+        let small = pool.acquire(deadline, &[], 1).await.unwrap();
+        assert_eq!(
+            small.instance.id, "cpu",
+            "1 item: 0.1 ms on the CPU, 1 ms on the GPU"
+        );
+        // With the GPU taken, the large batch waits for it rather than take the CPU.
+        let _held = pool.acquire(deadline, &[], 128).await.unwrap();
+        drop(small);
+        let waited = pool
+            .acquire(Instant::now() + Duration::from_millis(5), &[], 128)
+            .await;
+        assert_eq!(waited.unwrap_err(), NoSlot::Timeout);
+        assert!(!Registry::default().pool("m").is_some_and(|p| p.mixed(&[])));
     }
 }

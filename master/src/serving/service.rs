@@ -2,7 +2,7 @@
 //! shared cache, then O1) → fan-out to the members' pools with a deadline → per-item
 //! vote → labels (real, or pseudo from the full candidate set) → O2 at interval ends.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,13 +16,15 @@ use crate::cache::{CachedSelection, SharedCache};
 use crate::config::MasterConfig;
 use crate::dispatch::{MemberAnswer, MemberError, call_member};
 use crate::error::{MasterError, MemberFailure};
-use crate::registry::Registry;
+use crate::registry::{Registry, Speed};
 use crate::request::ValidRequest;
 use crate::selection::{self, Adjustment, Constraint};
 use crate::state::{Answered, Ensembles, KeyState, LabelKind, Recent, constraint_key};
 use crate::tasks::{self, TaskTable};
 use crate::usage::Usage;
 use crate::voting::{Ballot, Scheme, vote};
+use cocktail_common::catalog::Catalog;
+use cocktail_common::latency::BatchLatency;
 
 /// How often a constraint's selection is compared with the shared cache.
 const SYNC_PERIOD: Duration = Duration::from_secs(1);
@@ -111,7 +113,7 @@ impl Master {
             recent: Recent::new(config.feedback_capacity),
             config,
             tasks,
-            registry: Arc::new(Registry::default()),
+            registry: Arc::new(Registry::with_speeds(speeds(&zoo)?)),
             unlabelled: AtomicU64::new(0),
             ensembles: Ensembles::default(),
             cache,
@@ -654,4 +656,24 @@ fn all_failed(task: &str, errors: Vec<&MemberError>, failed: Vec<MemberFailure>)
         };
     }
     MasterError::AllMembersFailed(failed)
+}
+
+/// Each profiled model's batch latency on the embedded catalog's types, for Kairos'
+/// matching on pools whose workers report different instance types.
+fn speeds(zoo: &Zoo) -> Result<HashMap<String, Arc<Speed>>, MasterError> {
+    let catalog = Arc::new(Catalog::embedded()?);
+    Ok(zoo
+        .models()
+        .iter()
+        .filter_map(|m| {
+            let latency = BatchLatency::fit(m.profile.as_ref()?)?;
+            Some((
+                m.name.clone(),
+                Arc::new(Speed {
+                    latency,
+                    catalog: Arc::clone(&catalog),
+                }),
+            ))
+        })
+        .collect())
 }

@@ -22,6 +22,7 @@ impl ResponseError for WorkerError {
             | Self::Ort(_)
             | Self::ModelMismatch { .. }
             | Self::Tokenizer { .. }
+            | Self::Emulation(_)
             | Self::Common(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
