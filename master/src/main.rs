@@ -130,6 +130,10 @@ struct ResourceArgs {
     /// Local provider: most intra-op threads per worker (default: this host's cores).
     #[arg(long, env = "COCKTAIL_MAX_THREADS")]
     max_threads: Option<usize>,
+    /// Local workers take as long per batch as their instance type would (from the
+    /// model's profile and the catalog), so mixed pools behave like the real types.
+    #[arg(long, env = "COCKTAIL_EMULATE_TYPES")]
+    emulate_types: bool,
     /// Local provider: spot revocations per instance-hour beyond the price's.
     #[arg(long, env = "COCKTAIL_REVOCATIONS_PER_HOUR", default_value_t = 0.0)]
     revocations_per_hour: f64,
@@ -246,6 +250,7 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
             notice: seconds(notice.max(0.001), "spot-notice-s")?,
             seed: args.seed,
             spot_history: args.spot_history,
+            emulate_types: args.emulate_types,
         },
         #[cfg(feature = "ec2")]
         ec2: if ec2 {

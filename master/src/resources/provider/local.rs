@@ -40,6 +40,9 @@ pub struct LocalConfig {
     /// Replay this spot price history (`seconds,instance_type,price` CSV, seconds since
     /// the provider started) instead of the synthetic process.
     pub spot_history: Option<PathBuf>,
+    /// Workers take as long per batch as their instance type would (`--emulate-type`),
+    /// so a mixed pool of local workers behaves like the types it stands for.
+    pub emulate_types: bool,
 }
 
 #[derive(Debug)]
@@ -196,6 +199,7 @@ impl LocalProvider {
         config: LocalConfig,
         id: String,
         model: String,
+        instance_type: String,
         threads: usize,
         delay: Duration,
     ) {
@@ -213,11 +217,15 @@ impl LocalProvider {
                 &config.master_url,
             ])
             .args(["--threads", &threads.to_string()])
+            .args(["--instance-type", &instance_type])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
         if let Some(zoo) = &config.zoo {
             command.arg("--zoo").arg(zoo);
+        }
+        if config.emulate_types {
+            command.arg("--emulate-type");
         }
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "warn");
@@ -283,6 +291,7 @@ impl Provider for LocalProvider {
                 self.config.clone(),
                 id,
                 spec.model,
+                spec.instance_type.name.clone(),
                 threads,
                 self.config.provisioning_delay,
             ));
@@ -303,7 +312,7 @@ impl Provider for LocalProvider {
     /// burstable standbys resume in under 2 minutes (mark.txt §4.5).
     fn start<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>> {
         async move {
-            let (model, threads) = {
+            let (model, instance_type, threads) = {
                 let mut entries = self.lock();
                 let entry = entries
                     .get_mut(id)
@@ -322,6 +331,7 @@ impl Provider for LocalProvider {
                     .map_or(1, |t| t.vcpus as usize);
                 (
                     r.model.clone(),
+                    r.instance_type.clone(),
                     vcpus.clamp(1, self.config.max_threads.max(1)),
                 )
             };
@@ -330,6 +340,7 @@ impl Provider for LocalProvider {
                 self.config.clone(),
                 id.to_owned(),
                 model,
+                instance_type,
                 threads,
                 self.config.provisioning_delay / 4,
             ));
