@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 use cocktail_common::catalog::Catalog;
 use cocktail_master::autoscale::AutoscaleConfig;
-use cocktail_master::controller::{ControllerConfig, Policy};
+use cocktail_master::controller::{ControllerConfig, MixConfig, Optimiser, Policy};
 use cocktail_master::provider::local::LocalConfig;
 use cocktail_master::selection::SelectionConfig;
 use cocktail_master::server::Resources;
@@ -145,6 +145,28 @@ struct ResourceArgs {
     /// (MArk §4.5).
     #[arg(long, env = "COCKTAIL_STANDBYS", default_value_t = 0)]
     standbys: usize,
+    /// Choose each pool's mix of instance types with `ribbon` (Bayesian optimisation, one
+    /// live measurement per interval) or `kairos` (throughput bound within a budget)
+    /// instead of the autoscaler.
+    #[arg(long, env = "COCKTAIL_POOL_MIX")]
+    pool_mix: Option<String>,
+    /// The types a pool may mix (comma-separated), in preference order.
+    #[arg(
+        long,
+        env = "COCKTAIL_MIX_TYPES",
+        value_delimiter = ',',
+        default_value = "g4dn.xlarge,c5n.2xlarge,r5n.large,t3.xlarge"
+    )]
+    mix_types: Vec<String>,
+    /// Kairos: USD per hour one pool may cost.
+    #[arg(long, env = "COCKTAIL_MIX_BUDGET", default_value_t = 2.5)]
+    mix_budget: f64,
+    /// Kairos: the latency target of a batch, milliseconds.
+    #[arg(long, env = "COCKTAIL_MIX_QOS_MS", default_value_t = 100.0)]
+    mix_qos_ms: f64,
+    /// Ribbon: instances of one type at most.
+    #[arg(long, env = "COCKTAIL_MIX_MAX_PER_TYPE", default_value_t = 4)]
+    mix_max_per_type: u32,
     /// Local provider: replay this spot price history (CSV `seconds,instance_type,price`)
     /// instead of the synthetic process.
     #[arg(long, env = "COCKTAIL_SPOT_HISTORY")]
@@ -198,6 +220,7 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
         Some(path) => Catalog::load(path)?,
         None => Catalog::embedded()?,
     };
+    let mix = mix_config(&args, &catalog)?;
     let worker_bin = match args.worker_bin {
         Some(path) => path,
         None => std::env::current_exe()?.with_file_name("cocktail-worker"),
@@ -236,6 +259,7 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
                 .or((args.policy == "mark").then_some(100))
                 .map(|m| m.clamp(1, cocktail_master::usage::RECENT_OUTCOMES)),
             standbys: args.standbys,
+            mix,
         },
         local: LocalConfig {
             worker_bin,
@@ -337,4 +361,41 @@ fn run(args: Args) -> anyhow::Result<()> {
         resources,
     ))?;
     Ok(())
+}
+
+/// `--pool-mix` and its settings, checked.
+fn mix_config(args: &ResourceArgs, catalog: &Catalog) -> anyhow::Result<Option<MixConfig>> {
+    let Some(name) = args.pool_mix.as_deref() else {
+        return Ok(None);
+    };
+    let optimiser = match name {
+        "ribbon" => Optimiser::Ribbon,
+        "kairos" => Optimiser::Kairos,
+        other => anyhow::bail!("`--pool-mix` must be ribbon or kairos; given `{other}`"),
+    };
+    if let Some(t) = args.mix_types.iter().find(|t| catalog.get(t).is_none()) {
+        anyhow::bail!("`--mix-types`: `{t}` is not in the catalog");
+    }
+    if args.mix_types.is_empty() || args.mix_types.len() > 4 {
+        anyhow::bail!(
+            "`--mix-types` takes 1 to 4 types (ribbon.txt Fig. 8: gains stop beyond three); given {}",
+            args.mix_types.len()
+        );
+    }
+    if !(args.mix_budget > 0.0 && args.mix_budget.is_finite()) {
+        anyhow::bail!("`--mix-budget` must be a positive number of USD per hour");
+    }
+    if !(args.mix_qos_ms > 0.0 && args.mix_qos_ms.is_finite()) {
+        anyhow::bail!("`--mix-qos-ms` must be a positive number of milliseconds");
+    }
+    if !(1..=12).contains(&args.mix_max_per_type) {
+        anyhow::bail!("`--mix-max-per-type` must be 1 to 12");
+    }
+    Ok(Some(MixConfig {
+        optimiser,
+        types: args.mix_types.clone(),
+        budget_per_hour: args.mix_budget,
+        qos_ms: args.mix_qos_ms,
+        max_per_type: args.mix_max_per_type,
+    }))
 }

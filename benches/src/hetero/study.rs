@@ -292,7 +292,7 @@ pub fn run(zoo: &Zoo, plots_dir: &Path, data_dir: &Path, scale: Scale) -> anyhow
         data_dir.join("kairos.json"),
         serde_json::to_string_pretty(&kairos_cases)?,
     )?;
-    Ok(section(&ribbon_cases, &kairos_cases, plots_dir)?)
+    section(&ribbon_cases, &kairos_cases, plots_dir)
 }
 
 fn section(

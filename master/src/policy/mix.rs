@@ -118,6 +118,29 @@ pub trait ConfigEvaluator {
     }
 }
 
+/// What moves a pool's instances to `target`: per type, how many to launch, and which
+/// instances to terminate (the longest idle first). `instances` are `(id, type, idle_s)`.
+pub fn reconcile(
+    target: &[u32],
+    types: &[String],
+    instances: &[(String, String, f64)],
+) -> (Vec<(usize, u32)>, Vec<String>) {
+    let mut launch = Vec::new();
+    let mut terminate = Vec::new();
+    for (t, name) in types.iter().enumerate() {
+        let want = target.get(t).copied().unwrap_or(0) as usize;
+        let mut mine: Vec<&(String, String, f64)> =
+            instances.iter().filter(|i| &i.1 == name).collect();
+        if mine.len() < want {
+            launch.push((t, (want - mine.len()) as u32));
+        } else {
+            mine.sort_by(|a, b| b.2.total_cmp(&a.2));
+            terminate.extend(mine[..mine.len() - want].iter().map(|i| i.0.clone()));
+        }
+    }
+    (launch, terminate)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +169,20 @@ mod tests {
         assert_eq!(s.max, vec![2, 8]);
         assert!(dominated_by(&[1, 2], &[1, 3]));
         assert!(!dominated_by(&[2, 2], &[1, 3]));
+    }
+
+    #[test]
+    fn reconcile_launches_the_missing_and_ends_the_idlest() {
+        let types = vec!["a".to_owned(), "b".to_owned()];
+        let have = vec![
+            ("a1".to_owned(), "a".to_owned(), 5.0),
+            ("a2".to_owned(), "a".to_owned(), 50.0),
+            ("a3".to_owned(), "a".to_owned(), 1.0),
+            ("x".to_owned(), "other".to_owned(), 9.0),
+        ];
+        let (launch, terminate) = reconcile(&[1, 2], &types, &have);
+        assert_eq!(launch, vec![(1, 2)]);
+        assert_eq!(terminate, vec!["a2".to_owned(), "a1".to_owned()]);
     }
 
     struct Linear;

@@ -14,8 +14,11 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::autoscale::{self, Action, AutoscaleConfig, Decision, InstanceState, Offer, PoolState};
+use crate::kairos;
+use crate::mix::{self, Config, Space};
 use crate::predict::{self, Predictor};
 use crate::provider::{InstanceRecord, InstanceStatus, Interruption, LaunchSpec, Provider, now_s};
+use crate::ribbon::{Ribbon, Settings};
 use crate::store::{Collection, Store};
 use crate::usage::Snapshot;
 use crate::{Master, MasterError};
@@ -49,6 +52,38 @@ pub struct ControllerConfig {
     /// Stopped burstable instances kept per pool, resumed on a spot interruption
     /// (mark.txt §4.5).
     pub standbys: usize,
+    /// Choose each pool's instance mix with Ribbon or Kairos instead of the autoscaler.
+    pub mix: Option<MixConfig>,
+}
+
+/// The optimiser that chooses a pool's mix of instance types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Optimiser {
+    /// Bayesian optimisation, one live measurement window per interval (ribbon.txt §4).
+    Ribbon,
+    /// The throughput bound within a budget, no measurement (kairos.txt §5.2).
+    Kairos,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixConfig {
+    pub optimiser: Optimiser,
+    /// The types a pool may mix, in preference order.
+    pub types: Vec<String>,
+    /// Kairos: USD per hour a pool may cost.
+    pub budget_per_hour: f64,
+    /// Kairos: the latency target a batch must meet.
+    pub qos_ms: f64,
+    /// Ribbon: instances of one type at most.
+    pub max_per_type: u32,
+}
+
+/// A pool's Ribbon search: the configuration under measurement and the load it is for.
+#[derive(Debug)]
+struct MixSearch {
+    ribbon: Ribbon,
+    measuring: Option<Config>,
+    load: f64,
 }
 
 /// The predictive provisioning policy.
@@ -77,6 +112,7 @@ impl Default for ControllerConfig {
             launch_time: Duration::from_secs(60),
             slo_last_requests: None,
             standbys: 0,
+            mix: None,
         }
     }
 }
@@ -120,6 +156,7 @@ pub struct Controller {
     measures: Mutex<Measures>,
     pub store: Arc<dyn Store>,
     standbys: Mutex<Standbys>,
+    searches: Mutex<HashMap<String, MixSearch>>,
 }
 
 /// The cold standbys: every standby's id, and those resumed to cover an interruption.
@@ -205,6 +242,7 @@ impl Controller {
             config,
             store,
             standbys: Mutex::new(Standbys::default()),
+            searches: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -380,6 +418,24 @@ impl Controller {
         }
         let records = self.live_instances().await;
         let pools = self.pools(&records, &requests, &HashMap::new());
+        if let Some(mix) = &self.config.mix {
+            let latest = {
+                let m = self.measures.lock().unwrap_or_else(|p| p.into_inner());
+                m.window.back().cloned()
+            };
+            for pool in &pools {
+                let usage = latest.as_ref().and_then(|d| d.models.get(&pool.model));
+                let satisfaction = usage
+                    .filter(|u| u.requests > 0)
+                    .map(|u| 1.0 - u.misses as f64 / u.requests as f64);
+                let demand = predicted * pool.weight(total);
+                for decision in self.mix_step(mix, pool, demand, satisfaction) {
+                    self.execute("mix", predicted, decision).await;
+                }
+            }
+            self.publish_costs().await;
+            return;
+        }
         let decisions = match self.config.policy {
             Policy::Cocktail => autoscale::plan(
                 predicted,
@@ -428,6 +484,163 @@ impl Controller {
         for (trigger, decision) in self.tend_standbys(&records, &pools, predicted, total) {
             self.execute(trigger, predicted, decision).await;
         }
+    }
+
+    /// One interval of a pool's mix optimiser: the configuration it wants now, the
+    /// decisions that reach it, and the choice with its evidence in the store
+    /// (`mix_decisions`).
+    fn mix_step(
+        &self,
+        mix: &MixConfig,
+        pool: &PoolState,
+        demand: f64,
+        satisfaction: Option<f64>,
+    ) -> Vec<Decision> {
+        let types: Vec<&InstanceType> = mix
+            .types
+            .iter()
+            .filter_map(|t| self.catalog.get(t))
+            .collect();
+        let names: Vec<String> = types.iter().map(|t| t.name.clone()).collect();
+        let prices: Vec<f64> = types.iter().map(|t| t.on_demand_per_hour).collect();
+        let current: Config = names
+            .iter()
+            .map(|n| {
+                pool.instances
+                    .iter()
+                    .filter(|i| &i.instance_type == n)
+                    .count() as u32
+            })
+            .collect();
+        let (target, evidence) = match mix.optimiser {
+            Optimiser::Kairos => {
+                let registry_pool = self.master.registry.pool(&pool.model);
+                let batches = registry_pool
+                    .as_ref()
+                    .map(|p| p.recent_batches())
+                    .filter(|b| !b.is_empty())
+                    .unwrap_or_else(|| vec![1]);
+                let Some(speed) = registry_pool.as_ref().and_then(|p| p.speed().cloned()) else {
+                    return Vec::new();
+                };
+                let latency = |t: usize, b: usize| {
+                    types.get(t).map_or(f64::INFINITY, |ty| {
+                        speed.latency.ms_on(ty, &self.catalog.gpu, b)
+                    })
+                };
+                let space = Space::within_budget(names.clone(), prices, mix.budget_per_hour);
+                let configs: Vec<Config> = space
+                    .configs()
+                    .into_iter()
+                    .filter(|c| space.cost(c) <= mix.budget_per_hour + 1e-9)
+                    .collect();
+                let (base, rates) = kairos::type_rates(&batches, names.len(), latency, mix.qos_ms);
+                let ranked = kairos::rank(&configs, base, &rates);
+                let chosen = kairos::choose_by_similarity(&ranked, base).cloned();
+                let top: Vec<_> = ranked.iter().take(10).collect();
+                (
+                    chosen,
+                    json!({ "batches": batches.len(), "base": names.get(base), "rates": rates, "top_bounds": top }),
+                )
+            }
+            Optimiser::Ribbon => {
+                let mut searches = self.searches.lock().unwrap_or_else(|p| p.into_inner());
+                let search = searches
+                    .entry(pool.model.clone())
+                    .or_insert_with(|| MixSearch {
+                        ribbon: Ribbon::new(
+                            Space {
+                                types: names.clone(),
+                                prices: prices.clone(),
+                                max: vec![mix.max_per_type; names.len()],
+                            },
+                            Settings::default(),
+                        ),
+                        measuring: None,
+                        load: demand,
+                    });
+                // The window just ended measured the configuration deployed for it.
+                if let (Some(config), Some(s)) = (search.measuring.take(), satisfaction)
+                    && config == current
+                {
+                    search.ribbon.observe(&config, s);
+                }
+                // A load change of over 20 % starts a new search from the record.
+                if search.load > 0.0 && (demand / search.load - 1.0).abs() > 0.2 {
+                    let now = satisfaction.unwrap_or(0.0);
+                    search.ribbon = search.ribbon.warm_start(now).unwrap_or_else(|| {
+                        Ribbon::new(search.ribbon.space().clone(), Settings::default())
+                    });
+                    search.load = demand;
+                }
+                let next = search
+                    .ribbon
+                    .suggest()
+                    .or_else(|| search.ribbon.best().map(|b| b.config.clone()));
+                search.measuring = next.clone();
+                let evidence = json!({
+                    "measured": search.ribbon.record(),
+                    "open": search.ribbon.open(),
+                    "best": search.ribbon.best(),
+                    "satisfaction": satisfaction,
+                });
+                (next, evidence)
+            }
+        };
+        let Some(target) = target else {
+            return Vec::new();
+        };
+        self.store.record(
+            Collection::MixDecisions,
+            json!({
+                "at": now_s(),
+                "model": pool.model,
+                "optimiser": format!("{:?}", mix.optimiser).to_lowercase(),
+                "types": names,
+                "current": current,
+                "config": target,
+                "cost_per_hour": target.iter().zip(&types).map(|(&n, t)| f64::from(n) * t.on_demand_per_hour).sum::<f64>(),
+                "demand": demand,
+                "evidence": evidence,
+            }),
+        );
+        let have: Vec<(String, String, f64)> = pool
+            .instances
+            .iter()
+            .map(|i| (i.id.clone(), i.instance_type.clone(), i.idle_s))
+            .collect();
+        let (launch, terminate) = mix::reconcile(&target, &names, &have);
+        let capacity = pool.capacity(&self.config.autoscale);
+        let decide = |action: Action, reason: String| Decision {
+            pool: pool.model.clone(),
+            action,
+            weight: 0.0,
+            demand,
+            capacity,
+            reason,
+        };
+        let reason = format!("{:?} mix {target:?} of {names:?}", mix.optimiser);
+        let mut decisions: Vec<Decision> = launch
+            .into_iter()
+            .filter_map(|(t, count)| {
+                let ty = types.get(t)?;
+                Some(decide(
+                    Action::Launch {
+                        instance_type: ty.name.clone(),
+                        count,
+                        spot: false,
+                        price_per_hour: ty.on_demand_per_hour,
+                    },
+                    reason.clone(),
+                ))
+            })
+            .collect();
+        decisions.extend(
+            terminate
+                .into_iter()
+                .map(|id| decide(Action::Terminate { id }, reason.clone())),
+        );
+        decisions
     }
 
     /// Keeps `standbys` stopped burstable instances per pool (mark.txt §4.5): launches the

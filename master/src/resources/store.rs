@@ -16,6 +16,8 @@ pub enum Collection {
     SpotPrices,
     Utilisation,
     Decisions,
+    /// A pool's instance mix chosen by Ribbon or Kairos, with its evidence.
+    MixDecisions,
 }
 
 impl Collection {
@@ -25,6 +27,7 @@ impl Collection {
             Self::SpotPrices => "spot_prices",
             Self::Utilisation => "utilisation",
             Self::Decisions => "decisions",
+            Self::MixDecisions => "mix_decisions",
         }
     }
 }

@@ -75,7 +75,13 @@ pub struct Pool {
     /// Requests waiting for a slot on a mixed pool, oldest first.
     waiting: Mutex<Vec<Waiter>>,
     next_waiter: std::sync::atomic::AtomicU64,
+    /// Items per request of the last [`RECENT_BATCHES`] requests (kairos.txt §5.2 keeps
+    /// "a number of most recent queries" for the batch-size mix).
+    recent: Mutex<std::collections::VecDeque<usize>>,
 }
+
+/// Requests whose batch sizes a pool remembers.
+pub const RECENT_BATCHES: usize = 10_000;
 
 /// What the master knows of a model's speed on each instance type.
 #[derive(Debug)]
@@ -146,6 +152,13 @@ impl Pool {
         exclude: &[Arc<Instance>],
         items: usize,
     ) -> Result<Lease, NoSlot> {
+        {
+            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            if recent.len() == RECENT_BATCHES {
+                recent.pop_front();
+            }
+            recent.push_back(items.max(1));
+        }
         if let Some(speed) = self.speed.as_ref().filter(|_| self.mixed(exclude)) {
             return self.acquire_matched(speed, deadline, exclude, items).await;
         }
@@ -340,6 +353,21 @@ impl Pool {
                 return Err(NoSlot::Timeout);
             }
         }
+    }
+
+    /// Batch sizes of the recent requests, oldest first.
+    pub fn recent_batches(&self) -> Vec<usize> {
+        self.recent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .copied()
+            .collect()
+    }
+
+    /// The model's speed per instance type, when known.
+    pub fn speed(&self) -> Option<&Arc<Speed>> {
+        self.speed.as_ref()
     }
 
     pub fn instances(&self) -> Vec<Arc<Instance>> {
