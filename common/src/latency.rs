@@ -55,6 +55,15 @@ impl BatchLatency {
         })
     }
 
+    /// The same model `factor` times slower (time dilation for emulated types whose
+    /// modelled latency would otherwise be below this host's real one).
+    pub fn scaled(self, factor: f64) -> Self {
+        Self {
+            fixed_us: self.fixed_us * factor,
+            per_item_us: self.per_item_us * factor,
+        }
+    }
+
     /// Microseconds for a batch of `batch` items on one instance of `ty`.
     pub fn on(&self, ty: &InstanceType, gpu: &GpuModel, batch: usize) -> f64 {
         let items = batch.max(1) as f64;

@@ -49,6 +49,9 @@ pub struct MasterConfig {
     /// Answered requests remembered for `/v1/feedback`.
     pub feedback_capacity: usize,
     pub http_workers: usize,
+    /// Multiplies the modelled batch latencies of Kairos' matching, to match workers
+    /// that emulate their types `--emulate-scale` times slower.
+    pub speed_scale: f64,
 }
 
 impl Default for MasterConfig {
@@ -67,6 +70,7 @@ impl Default for MasterConfig {
             pseudo_label_every: 10,
             feedback_capacity: 65_536,
             http_workers: 2,
+            speed_scale: 1.0,
         }
     }
 }

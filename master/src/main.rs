@@ -134,6 +134,11 @@ struct ResourceArgs {
     /// model's profile and the catalog), so mixed pools behave like the real types.
     #[arg(long, env = "COCKTAIL_EMULATE_TYPES")]
     emulate_types: bool,
+    /// With `--emulate-types`: emulate every type this many times slower, so that the
+    /// modelled latency stays above this host's real one (the master's matching uses the
+    /// same scale).
+    #[arg(long, env = "COCKTAIL_EMULATE_SCALE", default_value_t = 1.0)]
+    emulate_scale: f64,
     /// Local provider: spot revocations per instance-hour beyond the price's.
     #[arg(long, env = "COCKTAIL_REVOCATIONS_PER_HOUR", default_value_t = 0.0)]
     revocations_per_hour: f64,
@@ -275,6 +280,7 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
             seed: args.seed,
             spot_history: args.spot_history,
             emulate_types: args.emulate_types,
+            emulate_scale: args.emulate_scale,
         },
         #[cfg(feature = "ec2")]
         ec2: if ec2 {
@@ -328,6 +334,14 @@ fn run(args: Args) -> anyhow::Result<()> {
     if !(args.latency_margin_ms >= 0.0 && args.accuracy_margin >= 0.0) {
         anyhow::bail!("`--latency-margin-ms` and `--accuracy-margin` must not be negative");
     }
+    if !(args.resources.emulate_scale >= 1.0 && args.resources.emulate_scale.is_finite()) {
+        anyhow::bail!("`--emulate-scale` must be a number of at least 1");
+    }
+    let speed_scale = if args.resources.emulate_types {
+        args.resources.emulate_scale
+    } else {
+        1.0
+    };
     let resources = resources(args.resources, args.zoo.clone())?;
     let config = MasterConfig {
         zoo: args.zoo,
@@ -347,6 +361,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         heartbeat: Duration::from_millis(args.heartbeat_ms.max(10)),
         http_workers: args.http_workers,
         pseudo_label_every: args.pseudo_label_every,
+        speed_scale,
         ..MasterConfig::default()
     };
     let prometheus = cocktail_master::metrics::install()?;

@@ -70,6 +70,9 @@ struct Args {
     /// the catalog (the local provider's emulated heterogeneous pools).
     #[arg(long, env = "COCKTAIL_EMULATE_TYPE")]
     emulate_type: bool,
+    /// With `--emulate-type`: take this many times the type's modelled latency.
+    #[arg(long, env = "COCKTAIL_EMULATE_SCALE", default_value_t = 1.0)]
+    emulate_scale: f64,
     /// Heartbeat period in milliseconds until the master says otherwise.
     #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000)]
     heartbeat_ms: u64,
@@ -99,6 +102,9 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
+    if !(args.emulate_scale >= 1.0 && args.emulate_scale.is_finite()) {
+        anyhow::bail!("`--emulate-scale` must be a number of at least 1");
+    }
     if args
         .rt_max_ms
         .is_some_and(|ms| !(ms > 0.0 && ms.is_finite()))
@@ -117,6 +123,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         http_workers: args.http_workers,
         instance_type: args.instance_type,
         emulate_type: args.emulate_type,
+        emulate_scale: args.emulate_scale,
     };
     let prometheus = cocktail_worker::metrics::install(&config.model)?;
     let worker = Worker::load(&config, Some(prometheus))?;

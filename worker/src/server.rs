@@ -44,6 +44,8 @@ pub struct WorkerConfig {
     /// Take as long per batch as `instance_type` would (the local provider's emulated
     /// types; see [`Pace`]).
     pub emulate_type: bool,
+    /// Emulate the type this many times slower than modelled.
+    pub emulate_scale: f64,
 }
 
 /// A loaded worker, ready to serve.
@@ -78,7 +80,11 @@ impl Worker {
             window: config.batch_wait.unwrap_or(tuned.window),
         };
         let pace = if config.emulate_type {
-            Some(pace(&model, config.instance_type.as_deref())?)
+            Some(pace(
+                &model,
+                config.instance_type.as_deref(),
+                config.emulate_scale,
+            )?)
         } else {
             None
         };
@@ -198,7 +204,7 @@ pub async fn shutdown_signal() {
 }
 
 /// The pace of `instance_type` (from the embedded catalog) for `model`'s profile.
-fn pace(model: &ModelEntry, instance_type: Option<&str>) -> Result<Pace, WorkerError> {
+fn pace(model: &ModelEntry, instance_type: Option<&str>, scale: f64) -> Result<Pace, WorkerError> {
     let refuse = WorkerError::Emulation;
     let name =
         instance_type.ok_or_else(|| refuse("--emulate-type needs --instance-type".into()))?;
@@ -218,7 +224,7 @@ fn pace(model: &ModelEntry, instance_type: Option<&str>) -> Result<Pace, WorkerE
             ))
         })?;
     Ok(Pace {
-        latency,
+        latency: latency.scaled(scale),
         instance_type,
         gpu: catalog.gpu,
     })

@@ -63,6 +63,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route("/v1/workers/notice", web::post().to(notice))
     .route("/v1/workers/deregister", web::post().to(deregister))
     .route("/v1/pools", web::get().to(pools))
+    .route("/v1/pools/{model}/mix", web::put().to(set_mix))
+    .route("/v1/mix-decisions", web::get().to(mix_decisions))
     .route("/v1/instances", web::get().to(instances))
     .route("/v1/decisions", web::get().to(decisions))
     .route("/v1/cost", web::get().to(cost))
@@ -582,6 +584,11 @@ pub async fn decisions(
     state: web::Data<AppState>,
     query: web::Query<Limit>,
 ) -> Result<HttpResponse> {
+    recent(&state, &query, Collection::Decisions)
+}
+
+/// The newest `limit` records of a store collection, as `{"decisions": [...]}`.
+fn recent(state: &AppState, query: &Limit, collection: Collection) -> Result<HttpResponse> {
     let limit = query.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
         return Err(MasterError::invalid(
@@ -589,11 +596,63 @@ pub async fn decisions(
             format!("must be 1 to 1000; given {limit}"),
         ));
     }
-    let recent = state
-        .controller()?
-        .store
-        .recent(Collection::Decisions, limit);
+    let recent = state.controller()?.store.recent(collection, limit);
     Ok(HttpResponse::Ok().json(json!({ "decisions": recent })))
+}
+
+/// `PUT /v1/pools/{model}/mix`: the instances of each type a pool should have.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct MixRequest {
+    /// Catalog instance types, 1 to 4.
+    pub types: Vec<String>,
+    /// Instances of each type, 0 to 16 each.
+    pub counts: Vec<u32>,
+}
+
+/// Sets a pool's mix of instance types now (the launches and terminations it took).
+#[utoipa::path(put, path = "/v1/pools/{model}/mix", request_body = MixRequest,
+    responses((status = 200, description = "Instances launched and terminated"),
+    (status = 404, description = "No resource controller"), (status = 422, description = "Bad mix")))]
+pub async fn set_mix(
+    state: web::Data<AppState>,
+    model: web::Path<String>,
+    body: web::Json<MixRequest>,
+) -> Result<HttpResponse> {
+    let MixRequest { types, counts } = body.into_inner();
+    if !(1..=4).contains(&types.len()) {
+        return Err(MasterError::invalid(
+            "types",
+            format!("takes 1 to 4 instance types; given {}", types.len()),
+        ));
+    }
+    if counts.len() != types.len() {
+        return Err(MasterError::invalid(
+            "counts",
+            format!(
+                "needs one count per type ({}); given {}",
+                types.len(),
+                counts.len()
+            ),
+        ));
+    }
+    if let Some(c) = counts.iter().find(|&&c| c > 16) {
+        return Err(MasterError::invalid(
+            "counts",
+            format!("each must be 0 to 16; given {c}"),
+        ));
+    }
+    let changed = state.controller()?.set_mix(&model, &types, &counts).await?;
+    Ok(HttpResponse::Ok().json(json!({ "model": model.into_inner(), "changed": changed })))
+}
+
+/// Mixes chosen by Ribbon, Kairos or an operator, with their evidence.
+#[utoipa::path(get, path = "/v1/mix-decisions", params(Limit), responses((status = 200, description = "Mix decisions"),
+    (status = 404, description = "No resource controller"), (status = 422, description = "Bad limit")))]
+pub async fn mix_decisions(
+    state: web::Data<AppState>,
+    query: web::Query<Limit>,
+) -> Result<HttpResponse> {
+    recent(&state, &query, Collection::MixDecisions)
 }
 
 /// What the instances have cost so far (per-second billing), per pool and in total.

@@ -486,6 +486,73 @@ impl Controller {
         }
     }
 
+    /// Sets `model`'s pool to `counts` instances of `types` now (an operator's choice, or
+    /// one measurement of the live [`ConfigEvaluator`](crate::mix::ConfigEvaluator)):
+    /// launches the missing instances and terminates the extra ones, the longest idle
+    /// first. Returns the ids launched and terminated.
+    pub async fn set_mix(
+        &self,
+        model: &str,
+        types: &[String],
+        counts: &[u32],
+    ) -> Result<Vec<String>, MasterError> {
+        if !self.models.contains_key(model) {
+            return Err(MasterError::invalid(
+                "model",
+                format!("`{model}` is not a pool this controller manages"),
+            ));
+        }
+        if let Some(t) = types.iter().find(|t| self.catalog.get(t).is_none()) {
+            return Err(MasterError::invalid(
+                "types",
+                format!("`{t}` is not in the catalog"),
+            ));
+        }
+        let records = self.live_instances().await;
+        let have: Vec<(String, String, f64)> = records
+            .iter()
+            .filter(|r| r.model == model)
+            .map(|r| (r.id.clone(), r.instance_type.clone(), 0.0))
+            .collect();
+        let (launch, terminate) = mix::reconcile(counts, types, &have);
+        self.store.record(
+            Collection::MixDecisions,
+            json!({ "at": now_s(), "model": model, "optimiser": "manual", "types": types, "config": counts }),
+        );
+        let reason = format!("set mix {counts:?} of {types:?}");
+        let decide = |action: Action| Decision {
+            pool: model.to_owned(),
+            action,
+            weight: 0.0,
+            demand: 0.0,
+            capacity: 0.0,
+            reason: reason.clone(),
+        };
+        let mut decisions: Vec<Decision> = launch
+            .into_iter()
+            .filter_map(|(t, count)| {
+                let ty = self.catalog.get(types.get(t)?)?;
+                Some(decide(Action::Launch {
+                    instance_type: ty.name.clone(),
+                    count,
+                    spot: false,
+                    price_per_hour: ty.on_demand_per_hour,
+                }))
+            })
+            .collect();
+        decisions.extend(
+            terminate
+                .into_iter()
+                .map(|id| decide(Action::Terminate { id })),
+        );
+        let mut changed = Vec::new();
+        for decision in decisions {
+            changed.push(decision_id(&decision));
+            self.execute("manual", 0.0, decision).await;
+        }
+        Ok(changed)
+    }
+
     /// One interval of a pool's mix optimiser: the configuration it wants now, the
     /// decisions that reach it, and the choice with its evidence in the store
     /// (`mix_decisions`).

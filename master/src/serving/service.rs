@@ -109,11 +109,12 @@ impl Master {
         let epoch = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
+        let registry = Arc::new(Registry::with_speeds(speeds(&zoo, config.speed_scale)?));
         Ok(Self {
             recent: Recent::new(config.feedback_capacity),
             config,
             tasks,
-            registry: Arc::new(Registry::with_speeds(speeds(&zoo)?)),
+            registry,
             unlabelled: AtomicU64::new(0),
             ensembles: Ensembles::default(),
             cache,
@@ -660,13 +661,13 @@ fn all_failed(task: &str, errors: Vec<&MemberError>, failed: Vec<MemberFailure>)
 
 /// Each profiled model's batch latency on the embedded catalog's types, for Kairos'
 /// matching on pools whose workers report different instance types.
-fn speeds(zoo: &Zoo) -> Result<HashMap<String, Arc<Speed>>, MasterError> {
+fn speeds(zoo: &Zoo, scale: f64) -> Result<HashMap<String, Arc<Speed>>, MasterError> {
     let catalog = Arc::new(Catalog::embedded()?);
     Ok(zoo
         .models()
         .iter()
         .filter_map(|m| {
-            let latency = BatchLatency::fit(m.profile.as_ref()?)?;
+            let latency = BatchLatency::fit(m.profile.as_ref()?)?.scaled(scale);
             Some((
                 m.name.clone(),
                 Arc::new(Speed {

@@ -43,6 +43,8 @@ pub struct LocalConfig {
     /// Workers take as long per batch as their instance type would (`--emulate-type`),
     /// so a mixed pool of local workers behaves like the types it stands for.
     pub emulate_types: bool,
+    /// Emulated types run this many times slower than modelled (`--emulate-scale`).
+    pub emulate_scale: f64,
 }
 
 #[derive(Debug)]
@@ -225,7 +227,9 @@ impl LocalProvider {
             command.arg("--zoo").arg(zoo);
         }
         if config.emulate_types {
-            command.arg("--emulate-type");
+            command
+                .arg("--emulate-type")
+                .args(["--emulate-scale", &config.emulate_scale.to_string()]);
         }
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "warn");
