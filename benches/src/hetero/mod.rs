@@ -9,6 +9,7 @@
 //! drawn once per seed at unit rate, so every configuration and every rate sees the same
 //! queries (common random numbers keep the search spaces smooth).
 
+pub mod live;
 pub mod search;
 pub mod study;
 

@@ -587,7 +587,7 @@ impl Controller {
                     .map(|p| p.recent_batches())
                     .filter(|b| !b.is_empty())
                     .unwrap_or_else(|| vec![1]);
-                let Some(speed) = registry_pool.as_ref().and_then(|p| p.speed().cloned()) else {
+                let Some(speed) = self.master.registry.speed(&pool.model) else {
                     return Vec::new();
                 };
                 let latency = |t: usize, b: usize| {

@@ -365,11 +365,6 @@ impl Pool {
             .collect()
     }
 
-    /// The model's speed per instance type, when known.
-    pub fn speed(&self) -> Option<&Arc<Speed>> {
-        self.speed.as_ref()
-    }
-
     pub fn instances(&self) -> Vec<Arc<Instance>> {
         self.instances
             .read()
@@ -418,6 +413,11 @@ impl Registry {
             .unwrap_or_else(|p| p.into_inner())
             .get(model)
             .cloned()
+    }
+
+    /// `model`'s speed per instance type, when its profile gives one.
+    pub fn speed(&self, model: &str) -> Option<Arc<Speed>> {
+        self.speeds.get(model).cloned()
     }
 
     /// Adds or replaces an instance (a worker registering again keeps its id).
