@@ -28,13 +28,16 @@ pub fn assign(cost: &[f64], rows: usize, cols: usize) -> Vec<Option<usize>> {
         return vec![None; rows];
     }
     if rows <= cols {
-        return shortest_augmenting_paths(|r, c| cost[r * cols + c], rows, cols)
+        return shortest_augmenting_paths(cost, rows, cols)
             .into_iter()
             .map(Some)
             .collect();
     }
     // More rows than columns: match every column to a row on the transpose.
-    let row_of_col = shortest_augmenting_paths(|c, r| cost[r * cols + c], cols, rows);
+    let transposed: Vec<f64> = (0..cols * rows)
+        .map(|i| cost[(i % rows) * cols + i / rows])
+        .collect();
+    let row_of_col = shortest_augmenting_paths(&transposed, cols, rows);
     let mut col_of_row = vec![None; rows];
     for (c, r) in row_of_col.into_iter().enumerate() {
         col_of_row[r] = Some(c);
@@ -42,13 +45,12 @@ pub fn assign(cost: &[f64], rows: usize, cols: usize) -> Vec<Option<usize>> {
     col_of_row
 }
 
-/// The column of each of `rows ≤ cols` rows minimising the total of `cost(row, col)`.
-fn shortest_augmenting_paths(
-    cost: impl Fn(usize, usize) -> f64,
-    rows: usize,
-    cols: usize,
-) -> Vec<usize> {
+/// The column of each of `rows ≤ cols` rows minimising the total cost of the row-major
+/// `cost` matrix.
+fn shortest_augmenting_paths(cost: &[f64], rows: usize, cols: usize) -> Vec<usize> {
     const NONE: usize = usize::MAX;
+    /// Costs are milliseconds: a nanosecond is "the same".
+    const TIE: f64 = 1e-6;
     let mut u = vec![0.0; rows];
     let mut v = vec![0.0; cols];
     let mut col_of_row = vec![NONE; rows];
@@ -57,7 +59,12 @@ fn shortest_augmenting_paths(
     let mut path = vec![NONE; cols];
     let mut row_seen = vec![false; rows];
     let mut col_seen = vec![false; cols];
+    // The columns not yet scanned and their tentative distances, side by side so the
+    // inner loop reads memory in order.
     let mut remaining: Vec<usize> = Vec::with_capacity(cols);
+    let mut distance: Vec<f64> = Vec::with_capacity(cols);
+    let mut duals: Vec<f64> = Vec::with_capacity(cols);
+    let mut from: Vec<usize> = Vec::with_capacity(cols);
     // Jonker-Volgenant's column reduction on square matrices: each column's dual is its
     // cheapest cost, and the column goes to that row when the row is still free. Reduced
     // costs stay ≥ 0 and the pairs made have reduced cost 0, so the augmentation below
@@ -65,7 +72,7 @@ fn shortest_augmenting_paths(
     // matrices start from zero duals.)
     for c in (0..cols).filter(|_| rows == cols) {
         let (best_row, best) = (0..rows)
-            .map(|r| (r, cost(r, c)))
+            .map(|r| (r, cost[r * cols + c]))
             .fold((NONE, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a });
         v[c] = best;
         if best_row != NONE && col_of_row[best_row] == NONE {
@@ -80,30 +87,55 @@ fn shortest_augmenting_paths(
         // Dijkstra over reduced costs from `start` to the nearest free column.
         remaining.clear();
         remaining.extend((0..cols).rev());
-        shortest.fill(f64::INFINITY);
+        distance.clear();
+        distance.resize(cols, f64::INFINITY);
+        // Each remaining column's dual and predecessor row, in the same order.
+        duals.clear();
+        duals.extend(remaining.iter().map(|&c| v[c]));
+        from.clear();
+        from.resize(cols, NONE);
         row_seen.fill(false);
         col_seen.fill(false);
         let mut min_value = 0.0;
         let mut row = start;
         let sink = loop {
             row_seen[row] = true;
+            let row_costs = &cost[row * cols..(row + 1) * cols];
+            let base = min_value - u[row];
             let mut lowest = f64::INFINITY;
             let mut at = 0;
-            for (k, &col) in remaining.iter().enumerate() {
-                let reduced = min_value + cost(row, col) - u[row] - v[col];
-                if reduced < shortest[col] {
-                    path[col] = row;
-                    shortest[col] = reduced;
+            let mut at_free = false;
+            let columns = remaining.iter().zip(&duals);
+            for (k, ((&col, &dual), (d, p))) in columns
+                .zip(distance.iter_mut().zip(from.iter_mut()))
+                .enumerate()
+            {
+                let reduced = base + row_costs[col] - dual;
+                if reduced < *d {
+                    *p = row;
+                    *d = reduced;
                 }
-                let better =
-                    shortest[col] < lowest || (shortest[col] == lowest && row_of_col[col] == NONE);
-                if better {
-                    lowest = shortest[col];
+                // Kairos' matrices are degenerate: an instance's busy time is a constant
+                // of its column, which the duals absorb, so every instance of a type
+                // ends up at the same distance up to rounding. Distances within `TIE`
+                // count as equal, and among equals a free column ends the search at once
+                // instead of after every tied one (the total is off by at most
+                // `rows × TIE`).
+                if *d < lowest - TIE {
+                    lowest = *d;
                     at = k;
+                    at_free = row_of_col[col] == NONE;
+                } else if *d <= lowest + TIE && !at_free && row_of_col[col] == NONE {
+                    lowest = *d;
+                    at = k;
+                    at_free = true;
                 }
             }
             min_value = lowest;
             let col = remaining.swap_remove(at);
+            shortest[col] = distance.swap_remove(at);
+            path[col] = from.swap_remove(at);
+            duals.swap_remove(at);
             col_seen[col] = true;
             if row_of_col[col] == NONE {
                 break col;
@@ -433,6 +465,47 @@ mod tests {
                 };
                 assert!((total(&cost, cols, &got) - expected).abs() < 1e-9);
             }
+        }
+    }
+
+    /// Kairos-shaped matrices (instances of a type differ by a column constant, so the
+    /// reduced costs tie up to rounding) still match optimally.
+    #[test]
+    fn assignment_is_optimal_on_degenerate_kairos_matrices() {
+        let latency = |t: usize, b: usize| [0.9, 0.13, 0.21][t] + [0.011, 0.07, 0.1][t] * b as f64;
+        for seed in 0..30_u64 {
+            let n = 4 + (seed % 4) as usize;
+            let queries: Vec<Waiting> = (0..n)
+                .map(|i| Waiting {
+                    batch: 1 + ((seed * 7 + i as u64 * 13) % 60) as usize,
+                    waited_ms: ((seed + i as u64) % 3) as f64 * 0.7,
+                })
+                .collect();
+            let servers: Vec<Server> = (0..n)
+                .map(|j| Server {
+                    type_index: j % 3,
+                    busy_ms: ((seed * 3 + j as u64 * 5) % 7) as f64 * 0.37,
+                })
+                .collect();
+            let c = coefficients(&[latency(0, 60), latency(1, 60), latency(2, 60)]);
+            let got = distribute(&queries, &servers, &c, latency, 6.0);
+            let mut cost = Vec::new();
+            for q in &queries {
+                for s in &servers {
+                    let finish = s.busy_ms + latency(s.type_index, q.batch);
+                    let usage = if finish + q.waited_ms <= KAPPA * 6.0 {
+                        finish
+                    } else {
+                        PENALTY * 6.0
+                    };
+                    cost.push(c[s.type_index] * usage);
+                }
+            }
+            let expected = brute(&cost, n, n);
+            assert!(
+                (total(&cost, n, &got) - expected).abs() < 1e-6,
+                "seed {seed}"
+            );
         }
     }
 
