@@ -32,7 +32,11 @@ fn resnet_only() -> Value {
 const SCALE: &str = "20";
 const TYPES: [&str; 2] = ["g4dn.xlarge", "r5n.large"];
 
-fn master_args<'a>(mongo: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+/// MongoDB, and a master managing resnet's pool with emulated types and `extra` flags.
+async fn start(extra: &[&str]) -> (Mongo, Cluster, String) {
+    let port = free_port();
+    let mongo_url = format!("mongodb://127.0.0.1:{port}");
+    let mongo = Mongo::start(port).await;
     let mut args = vec![
         "--provider",
         "local",
@@ -50,10 +54,11 @@ fn master_args<'a>(mongo: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
         "--pseudo-label-every",
         "0",
         "--mongo-url",
-        mongo,
+        &mongo_url,
     ];
     args.extend_from_slice(extra);
-    args
+    let cluster = Cluster::start(&args, &[]).await;
+    (mongo, cluster, mongo_url)
 }
 
 fn fashion_items() -> Vec<Value> {
@@ -123,21 +128,12 @@ fn ribbon_searches_a_pool_mix_on_live_workers() {
         .enable_all()
         .build()
         .unwrap();
-    let port = free_port();
-    let mongo_url = format!("mongodb://127.0.0.1:{port}");
-    let (_mongo, cluster) = runtime.block_on(async {
-        let mongo = Mongo::start(port).await;
-        let args = master_args(
-            &mongo_url,
-            &[
-                "--controller-interval-s",
-                "3600",
-                "--reactive-interval-s",
-                "3600",
-            ],
-        );
-        (mongo, Cluster::start(&args, &[]).await)
-    });
+    let (_mongo, cluster, mongo_url) = runtime.block_on(start(&[
+        "--controller-interval-s",
+        "3600",
+        "--reactive-interval-s",
+        "3600",
+    ]));
     let mut live = LiveEvaluator {
         handle: runtime.handle().clone(),
         client: cluster.client.clone(),
@@ -212,25 +208,19 @@ fn ribbon_searches_a_pool_mix_on_live_workers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_mixes_types_with_kairos_and_the_dispatcher_matches() {
-    let port = free_port();
-    let mongo_url = format!("mongodb://127.0.0.1:{port}");
-    let _mongo = Mongo::start(port).await;
-    let args = master_args(
-        &mongo_url,
-        &[
-            "--pool-mix",
-            "kairos",
-            "--mix-types",
-            "g4dn.xlarge,r5n.large",
-            "--mix-budget",
-            "0.9",
-            "--mix-qos-ms",
-            "40",
-            "--controller-interval-s",
-            "2",
-        ],
-    );
-    let cluster = Cluster::start(&args, &[]).await;
+    let (_mongo, cluster, mongo_url) = start(&[
+        "--pool-mix",
+        "kairos",
+        "--mix-types",
+        "g4dn.xlarge,r5n.large",
+        "--mix-budget",
+        "0.9",
+        "--mix-qos-ms",
+        "40",
+        "--controller-interval-s",
+        "2",
+    ])
+    .await;
     eventually("a Kairos mix decision", Duration::from_secs(30), || async {
         !mix_decisions(&cluster).await.is_empty()
     })
@@ -301,25 +291,19 @@ async fn the_controller_mixes_types_with_kairos_and_the_dispatcher_matches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_measures_one_ribbon_configuration_per_interval() {
-    let port = free_port();
-    let mongo_url = format!("mongodb://127.0.0.1:{port}");
-    let _mongo = Mongo::start(port).await;
-    let args = master_args(
-        &mongo_url,
-        &[
-            "--pool-mix",
-            "ribbon",
-            "--mix-types",
-            "g4dn.xlarge,r5n.large",
-            "--mix-max-per-type",
-            "2",
-            "--controller-interval-s",
-            "4",
-            "--deadline-grace-ms",
-            "100",
-        ],
-    );
-    let cluster = Cluster::start(&args, &[]).await;
+    let (_mongo, cluster, mongo_url) = start(&[
+        "--pool-mix",
+        "ribbon",
+        "--mix-types",
+        "g4dn.xlarge,r5n.large",
+        "--mix-max-per-type",
+        "2",
+        "--controller-interval-s",
+        "4",
+        "--deadline-grace-ms",
+        "100",
+    ])
+    .await;
     let items = fashion_items();
     // Load for five intervals: each one measures the configuration the previous set.
     let ok = batched_load(&cluster, &items, 6.0, 20.0).await;

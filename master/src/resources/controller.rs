@@ -797,6 +797,11 @@ impl Controller {
 
     /// The reactive check: one more instance for pools missing deadlines.
     pub async fn reactive_step(&self) {
+        // A mix optimiser owns the pools: an instance added here would spoil Ribbon's
+        // measurement window and be reconciled away at the next interval.
+        if self.config.mix.is_some() {
+            return;
+        }
         let snapshot = self.master.usage.snapshot();
         let delta = {
             let mut m = self.measures.lock().unwrap_or_else(|p| p.into_inner());

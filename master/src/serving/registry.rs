@@ -312,10 +312,10 @@ impl Pool {
                     },
                 })
                 .collect();
-            let largest = waiting.iter().map(|w| w.items).max().unwrap_or(1);
+            // Definition 1: the latency ratio on the largest query the system serves.
             let coefficients = kairos::coefficients(
                 &(0..candidates.len())
-                    .map(|j| latency_ms(j, largest))
+                    .map(|j| latency_ms(j, crate::request::MAX_ITEMS))
                     .collect::<Vec<_>>(),
             );
             let queries: Vec<Waiting> = waiting
@@ -692,21 +692,19 @@ mod tests {
         let pool = registry.pool("m").unwrap();
         assert!(pool.mixed(&[]));
         // 128 items: ~14 ms on r5n.large, ~2 ms on the GPU; a 5 ms deadline.
-        let deadline = Instant::now() + Duration::from_millis(5);
-        let large = pool.acquire(deadline, &[], 128).await.unwrap();
+        let within = |ms: u64| Instant::now() + Duration::from_millis(ms);
+        let large = pool.acquire(within(5), &[], 128).await.unwrap();
         assert_eq!(large.instance.id, "gpu");
         drop(large);
-        let small = pool.acquire(deadline, &[], 1).await.unwrap();
+        let small = pool.acquire(within(50), &[], 1).await.unwrap();
         assert_eq!(
             small.instance.id, "cpu",
             "1 item: 0.1 ms on the CPU, 1 ms on the GPU"
         );
         // With the GPU taken, the large batch waits for it rather than take the CPU.
-        let _held = pool.acquire(deadline, &[], 128).await.unwrap();
+        let _held = pool.acquire(within(5), &[], 128).await.unwrap();
         drop(small);
-        let waited = pool
-            .acquire(Instant::now() + Duration::from_millis(5), &[], 128)
-            .await;
+        let waited = pool.acquire(within(5), &[], 128).await;
         assert_eq!(waited.unwrap_err(), NoSlot::Timeout);
         assert!(!Registry::default().pool("m").is_some_and(|p| p.mixed(&[])));
     }
