@@ -14,14 +14,16 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::autoscale::{self, Action, AutoscaleConfig, Decision, InstanceState, Offer, PoolState};
-use crate::kairos;
-use crate::mix::{self, Config, Space};
 use crate::predict::{self, Predictor};
 use crate::provider::{InstanceRecord, InstanceStatus, Interruption, LaunchSpec, Provider, now_s};
-use crate::ribbon::{Ribbon, Settings};
 use crate::store::{Collection, Store};
 use crate::usage::Snapshot;
 use crate::{Master, MasterError};
+
+mod mixes;
+
+use mixes::MixSearch;
+pub use mixes::{MixConfig, Optimiser};
 
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
@@ -54,36 +56,6 @@ pub struct ControllerConfig {
     pub standbys: usize,
     /// Choose each pool's instance mix with Ribbon or Kairos instead of the autoscaler.
     pub mix: Option<MixConfig>,
-}
-
-/// The optimiser that chooses a pool's mix of instance types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Optimiser {
-    /// Bayesian optimisation, one live measurement window per interval (ribbon.txt §4).
-    Ribbon,
-    /// The throughput bound within a budget, no measurement (kairos.txt §5.2).
-    Kairos,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct MixConfig {
-    pub optimiser: Optimiser,
-    /// The types a pool may mix, in preference order.
-    pub types: Vec<String>,
-    /// Kairos: USD per hour a pool may cost.
-    pub budget_per_hour: f64,
-    /// Kairos: the latency target a batch must meet.
-    pub qos_ms: f64,
-    /// Ribbon: instances of one type at most.
-    pub max_per_type: u32,
-}
-
-/// A pool's Ribbon search: the configuration under measurement and the load it is for.
-#[derive(Debug)]
-struct MixSearch {
-    ribbon: Ribbon,
-    measuring: Option<Config>,
-    load: f64,
 }
 
 /// The predictive provisioning policy.
@@ -484,230 +456,6 @@ impl Controller {
         for (trigger, decision) in self.tend_standbys(&records, &pools, predicted, total) {
             self.execute(trigger, predicted, decision).await;
         }
-    }
-
-    /// Sets `model`'s pool to `counts` instances of `types` now (an operator's choice, or
-    /// one measurement of the live [`ConfigEvaluator`](crate::mix::ConfigEvaluator)):
-    /// launches the missing instances and terminates the extra ones, the longest idle
-    /// first. Returns the ids launched and terminated.
-    pub async fn set_mix(
-        &self,
-        model: &str,
-        types: &[String],
-        counts: &[u32],
-    ) -> Result<Vec<String>, MasterError> {
-        if !self.models.contains_key(model) {
-            return Err(MasterError::invalid(
-                "model",
-                format!("`{model}` is not a pool this controller manages"),
-            ));
-        }
-        if let Some(t) = types.iter().find(|t| self.catalog.get(t).is_none()) {
-            return Err(MasterError::invalid(
-                "types",
-                format!("`{t}` is not in the catalog"),
-            ));
-        }
-        let records = self.live_instances().await;
-        let have: Vec<(String, String, f64)> = records
-            .iter()
-            .filter(|r| r.model == model)
-            .map(|r| (r.id.clone(), r.instance_type.clone(), 0.0))
-            .collect();
-        let (launch, terminate) = mix::reconcile(counts, types, &have);
-        self.store.record(
-            Collection::MixDecisions,
-            json!({ "at": now_s(), "model": model, "optimiser": "manual", "types": types, "config": counts }),
-        );
-        let reason = format!("set mix {counts:?} of {types:?}");
-        let decide = |action: Action| Decision {
-            pool: model.to_owned(),
-            action,
-            weight: 0.0,
-            demand: 0.0,
-            capacity: 0.0,
-            reason: reason.clone(),
-        };
-        let mut decisions: Vec<Decision> = launch
-            .into_iter()
-            .filter_map(|(t, count)| {
-                let ty = self.catalog.get(types.get(t)?)?;
-                Some(decide(Action::Launch {
-                    instance_type: ty.name.clone(),
-                    count,
-                    spot: false,
-                    price_per_hour: ty.on_demand_per_hour,
-                }))
-            })
-            .collect();
-        decisions.extend(
-            terminate
-                .into_iter()
-                .map(|id| decide(Action::Terminate { id })),
-        );
-        let mut changed = Vec::new();
-        for decision in decisions {
-            changed.push(decision_id(&decision));
-            self.execute("manual", 0.0, decision).await;
-        }
-        Ok(changed)
-    }
-
-    /// One interval of a pool's mix optimiser: the configuration it wants now, the
-    /// decisions that reach it, and the choice with its evidence in the store
-    /// (`mix_decisions`).
-    fn mix_step(
-        &self,
-        mix: &MixConfig,
-        pool: &PoolState,
-        demand: f64,
-        satisfaction: Option<f64>,
-    ) -> Vec<Decision> {
-        let types: Vec<&InstanceType> = mix
-            .types
-            .iter()
-            .filter_map(|t| self.catalog.get(t))
-            .collect();
-        let names: Vec<String> = types.iter().map(|t| t.name.clone()).collect();
-        let prices: Vec<f64> = types.iter().map(|t| t.on_demand_per_hour).collect();
-        let current: Config = names
-            .iter()
-            .map(|n| {
-                pool.instances
-                    .iter()
-                    .filter(|i| &i.instance_type == n)
-                    .count() as u32
-            })
-            .collect();
-        let (target, evidence) = match mix.optimiser {
-            Optimiser::Kairos => {
-                let registry_pool = self.master.registry.pool(&pool.model);
-                let batches = registry_pool
-                    .as_ref()
-                    .map(|p| p.recent_batches())
-                    .filter(|b| !b.is_empty())
-                    .unwrap_or_else(|| vec![1]);
-                let Some(speed) = self.master.registry.speed(&pool.model) else {
-                    return Vec::new();
-                };
-                let latency = |t: usize, b: usize| {
-                    types.get(t).map_or(f64::INFINITY, |ty| {
-                        speed.latency.ms_on(ty, &self.catalog.gpu, b)
-                    })
-                };
-                let space = Space::within_budget(names.clone(), prices, mix.budget_per_hour);
-                let configs: Vec<Config> = space
-                    .configs()
-                    .into_iter()
-                    .filter(|c| space.cost(c) <= mix.budget_per_hour + 1e-9)
-                    .collect();
-                let (base, rates) = kairos::type_rates(&batches, names.len(), latency, mix.qos_ms);
-                let ranked = kairos::rank(&configs, base, &rates);
-                let chosen = kairos::choose_by_similarity(&ranked, base).cloned();
-                let top: Vec<_> = ranked.iter().take(10).collect();
-                (
-                    chosen,
-                    json!({ "batches": batches.len(), "base": names.get(base), "rates": rates, "top_bounds": top }),
-                )
-            }
-            Optimiser::Ribbon => {
-                let mut searches = self.searches.lock().unwrap_or_else(|p| p.into_inner());
-                let search = searches
-                    .entry(pool.model.clone())
-                    .or_insert_with(|| MixSearch {
-                        ribbon: Ribbon::new(
-                            Space {
-                                types: names.clone(),
-                                prices: prices.clone(),
-                                max: vec![mix.max_per_type; names.len()],
-                            },
-                            Settings::default(),
-                        ),
-                        measuring: None,
-                        load: demand,
-                    });
-                // The window just ended measured the configuration deployed for it.
-                if let (Some(config), Some(s)) = (search.measuring.take(), satisfaction)
-                    && config == current
-                {
-                    search.ribbon.observe(&config, s);
-                }
-                // A load change of over 20 % starts a new search from the record.
-                if search.load > 0.0 && (demand / search.load - 1.0).abs() > 0.2 {
-                    let now = satisfaction.unwrap_or(0.0);
-                    search.ribbon = search.ribbon.warm_start(now).unwrap_or_else(|| {
-                        Ribbon::new(search.ribbon.space().clone(), Settings::default())
-                    });
-                    search.load = demand;
-                }
-                let next = search
-                    .ribbon
-                    .suggest()
-                    .or_else(|| search.ribbon.best().map(|b| b.config.clone()));
-                search.measuring = next.clone();
-                let evidence = json!({
-                    "measured": search.ribbon.record(),
-                    "open": search.ribbon.open(),
-                    "best": search.ribbon.best(),
-                    "satisfaction": satisfaction,
-                });
-                (next, evidence)
-            }
-        };
-        let Some(target) = target else {
-            return Vec::new();
-        };
-        self.store.record(
-            Collection::MixDecisions,
-            json!({
-                "at": now_s(),
-                "model": pool.model,
-                "optimiser": format!("{:?}", mix.optimiser).to_lowercase(),
-                "types": names,
-                "current": current,
-                "config": target,
-                "cost_per_hour": target.iter().zip(&types).map(|(&n, t)| f64::from(n) * t.on_demand_per_hour).sum::<f64>(),
-                "demand": demand,
-                "evidence": evidence,
-            }),
-        );
-        let have: Vec<(String, String, f64)> = pool
-            .instances
-            .iter()
-            .map(|i| (i.id.clone(), i.instance_type.clone(), i.idle_s))
-            .collect();
-        let (launch, terminate) = mix::reconcile(&target, &names, &have);
-        let capacity = pool.capacity(&self.config.autoscale);
-        let decide = |action: Action, reason: String| Decision {
-            pool: pool.model.clone(),
-            action,
-            weight: 0.0,
-            demand,
-            capacity,
-            reason,
-        };
-        let reason = format!("{:?} mix {target:?} of {names:?}", mix.optimiser);
-        let mut decisions: Vec<Decision> = launch
-            .into_iter()
-            .filter_map(|(t, count)| {
-                let ty = types.get(t)?;
-                Some(decide(
-                    Action::Launch {
-                        instance_type: ty.name.clone(),
-                        count,
-                        spot: false,
-                        price_per_hour: ty.on_demand_per_hour,
-                    },
-                    reason.clone(),
-                ))
-            })
-            .collect();
-        decisions.extend(
-            terminate
-                .into_iter()
-                .map(|id| decide(Action::Terminate { id }, reason.clone())),
-        );
-        decisions
     }
 
     /// Keeps `standbys` stopped burstable instances per pool (mark.txt §4.5): launches the

@@ -1,0 +1,295 @@
+//! The controller's side of mixed instance pools: each interval a pool's mix comes from
+//! Ribbon (one live measurement per interval) or Kairos (the throughput bound within a
+//! budget), the pool is reconciled to it, and the choice and its evidence go to the
+//! `mix_decisions` collection. An operator (or the live `ConfigEvaluator`) can also set
+//! a mix by hand.
+
+use cocktail_common::catalog::InstanceType;
+use serde_json::{Value, json};
+
+use super::{Controller, decision_id};
+use crate::MasterError;
+use crate::autoscale::{Action, Decision, PoolState};
+use crate::kairos;
+use crate::mix::{self, Config, Space};
+use crate::provider::now_s;
+use crate::ribbon::{Ribbon, Settings};
+use crate::store::Collection;
+
+/// The optimiser that chooses a pool's mix of instance types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Optimiser {
+    /// Bayesian optimisation, one live measurement window per interval (ribbon.txt §4).
+    Ribbon,
+    /// The throughput bound within a budget, no measurement (kairos.txt §5.2).
+    Kairos,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixConfig {
+    pub optimiser: Optimiser,
+    /// The types a pool may mix, in preference order.
+    pub types: Vec<String>,
+    /// Kairos: USD per hour a pool may cost.
+    pub budget_per_hour: f64,
+    /// Kairos: the latency target a batch must meet.
+    pub qos_ms: f64,
+    /// Ribbon: instances of one type at most.
+    pub max_per_type: u32,
+}
+
+/// A pool's Ribbon search: the configuration under measurement and the load it is for.
+#[derive(Debug)]
+pub(super) struct MixSearch {
+    ribbon: Ribbon,
+    measuring: Option<Config>,
+    load: f64,
+}
+
+/// Relative change of a pool's demand that starts a new Ribbon search (warm-started).
+const LOAD_CHANGE: f64 = 0.2;
+
+impl Controller {
+    /// Sets `model`'s pool to `counts` instances of `types` now (an operator's choice, or
+    /// one measurement of the live [`ConfigEvaluator`](crate::mix::ConfigEvaluator)):
+    /// launches the missing instances and terminates the extra ones. Returns the ids
+    /// launched and terminated.
+    pub async fn set_mix(
+        &self,
+        model: &str,
+        types: &[String],
+        counts: &[u32],
+    ) -> Result<Vec<String>, MasterError> {
+        if !self.models.contains_key(model) {
+            return Err(MasterError::invalid(
+                "model",
+                format!("`{model}` is not a pool this controller manages"),
+            ));
+        }
+        let catalog_types = types
+            .iter()
+            .map(|t| {
+                self.catalog.get(t).ok_or_else(|| {
+                    MasterError::invalid("types", format!("`{t}` is not in the catalog"))
+                })
+            })
+            .collect::<Result<Vec<&InstanceType>, MasterError>>()?;
+        let have: Vec<(String, String, f64)> = self
+            .live_instances()
+            .await
+            .into_iter()
+            .filter(|r| r.model == model)
+            .map(|r| (r.id, r.instance_type, 0.0))
+            .collect();
+        self.store.record(
+            Collection::MixDecisions,
+            json!({ "at": now_s(), "model": model, "optimiser": "manual", "types": types, "config": counts }),
+        );
+        let template = Decision {
+            pool: model.to_owned(),
+            action: Action::Terminate { id: String::new() },
+            weight: 0.0,
+            demand: 0.0,
+            capacity: 0.0,
+            reason: format!("set mix {counts:?} of {types:?}"),
+        };
+        let mut changed = Vec::new();
+        for decision in reconcile(&template, &catalog_types, counts, &have) {
+            changed.push(decision_id(&decision));
+            self.execute("manual", 0.0, decision).await;
+        }
+        Ok(changed)
+    }
+
+    /// One interval of a pool's mix optimiser: the configuration it wants now, recorded
+    /// with its evidence, and the decisions that reach it.
+    pub(super) fn mix_step(
+        &self,
+        mix: &MixConfig,
+        pool: &PoolState,
+        demand: f64,
+        satisfaction: Option<f64>,
+    ) -> Vec<Decision> {
+        let types: Vec<&InstanceType> = mix
+            .types
+            .iter()
+            .filter_map(|t| self.catalog.get(t))
+            .collect();
+        let space = Space {
+            types: types.iter().map(|t| t.name.clone()).collect(),
+            prices: types.iter().map(|t| t.on_demand_per_hour).collect(),
+            max: vec![mix.max_per_type; types.len()],
+        };
+        let current: Config = space
+            .types
+            .iter()
+            .map(|n| {
+                pool.instances
+                    .iter()
+                    .filter(|i| &i.instance_type == n)
+                    .count() as u32
+            })
+            .collect();
+        let (target, evidence) = match mix.optimiser {
+            Optimiser::Kairos => self.kairos_choice(mix, &pool.model, &types, space.clone()),
+            Optimiser::Ribbon => {
+                self.ribbon_choice(&pool.model, space.clone(), &current, demand, satisfaction)
+            }
+        };
+        let Some(target) = target else {
+            return Vec::new();
+        };
+        self.store.record(
+            Collection::MixDecisions,
+            json!({
+                "at": now_s(),
+                "model": pool.model,
+                "optimiser": format!("{:?}", mix.optimiser).to_lowercase(),
+                "types": space.types,
+                "current": current,
+                "config": target,
+                "cost_per_hour": space.cost(&target),
+                "demand": demand,
+                "evidence": evidence,
+            }),
+        );
+        let have: Vec<(String, String, f64)> = pool
+            .instances
+            .iter()
+            .map(|i| (i.id.clone(), i.instance_type.clone(), i.idle_s))
+            .collect();
+        let template = Decision {
+            pool: pool.model.clone(),
+            action: Action::Terminate { id: String::new() },
+            weight: 0.0,
+            demand,
+            capacity: pool.capacity(&self.config.autoscale),
+            reason: format!("{:?} mix {target:?} of {:?}", mix.optimiser, space.types),
+        };
+        reconcile(&template, &types, &target, &have)
+    }
+
+    /// Kairos (kairos.txt §5.2): every configuration within the budget ranked by its
+    /// throughput bound on the pool's recent batch sizes, the pick by similarity.
+    fn kairos_choice(
+        &self,
+        mix: &MixConfig,
+        model: &str,
+        types: &[&InstanceType],
+        space: Space,
+    ) -> (Option<Config>, Value) {
+        let Some(speed) = self.master.registry.speed(model) else {
+            return (None, Value::Null);
+        };
+        // Before any query the batch mix is unknown: single items.
+        let batches = self
+            .master
+            .registry
+            .pool(model)
+            .map(|p| p.recent_batches())
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| vec![1]);
+        let latency = |t: usize, b: usize| {
+            types.get(t).map_or(f64::INFINITY, |ty| {
+                speed.latency.ms_on(ty, &self.catalog.gpu, b)
+            })
+        };
+        let budget = Space::within_budget(space.types, space.prices, mix.budget_per_hour);
+        let configs: Vec<Config> = budget
+            .configs()
+            .into_iter()
+            .filter(|c| budget.cost(c) <= mix.budget_per_hour + 1e-9)
+            .collect();
+        let (base, rates) = kairos::type_rates(&batches, types.len(), latency, mix.qos_ms);
+        let ranked = kairos::rank(&configs, base, &rates);
+        let chosen = kairos::choose_by_similarity(&ranked, base).cloned();
+        let top: Vec<_> = ranked.iter().take(10).collect();
+        let evidence = json!({
+            "batches": batches.len(),
+            "base": budget.types.get(base),
+            "rates": rates,
+            "top_bounds": top,
+        });
+        (chosen, evidence)
+    }
+
+    /// Ribbon (ribbon.txt §4): the window that just ended measured the configuration
+    /// deployed for it; the search suggests the next one, or settles on its best once
+    /// nothing is left to measure. A load change of over [`LOAD_CHANGE`] warm-starts a
+    /// new search from the record.
+    fn ribbon_choice(
+        &self,
+        model: &str,
+        space: Space,
+        current: &Config,
+        demand: f64,
+        satisfaction: Option<f64>,
+    ) -> (Option<Config>, Value) {
+        let mut searches = self.searches.lock().unwrap_or_else(|p| p.into_inner());
+        let search = searches
+            .entry(model.to_owned())
+            .or_insert_with(|| MixSearch {
+                ribbon: Ribbon::new(space, Settings::default()),
+                measuring: None,
+                load: demand,
+            });
+        if let (Some(config), Some(s)) = (search.measuring.take(), satisfaction)
+            && &config == current
+        {
+            search.ribbon.observe(&config, s);
+        }
+        if search.load > 0.0 && (demand / search.load - 1.0).abs() > LOAD_CHANGE {
+            let now = satisfaction.unwrap_or(0.0);
+            search.ribbon = search
+                .ribbon
+                .warm_start(now)
+                .unwrap_or_else(|| Ribbon::new(search.ribbon.space().clone(), Settings::default()));
+            search.load = demand;
+        }
+        let next = search
+            .ribbon
+            .suggest()
+            .or_else(|| search.ribbon.best().map(|b| b.config.clone()));
+        search.measuring = next.clone();
+        let evidence = json!({
+            "measured": search.ribbon.record(),
+            "open": search.ribbon.open(),
+            "best": search.ribbon.best(),
+            "satisfaction": satisfaction,
+        });
+        (next, evidence)
+    }
+}
+
+/// The decisions that take a pool from `have` (`(id, type, idle_s)`) to `target`
+/// instances of `types`: on-demand launches of the missing, terminations of the extra
+/// (the longest idle first). `template` carries the pool, figures and reason.
+fn reconcile(
+    template: &Decision,
+    types: &[&InstanceType],
+    target: &[u32],
+    have: &[(String, String, f64)],
+) -> Vec<Decision> {
+    let names: Vec<String> = types.iter().map(|t| t.name.clone()).collect();
+    let (launch, terminate) = mix::reconcile(target, &names, have);
+    let decide = |action: Action| Decision {
+        action,
+        ..template.clone()
+    };
+    let launches = launch.into_iter().filter_map(|(t, count)| {
+        let ty = types.get(t)?;
+        Some(decide(Action::Launch {
+            instance_type: ty.name.clone(),
+            count,
+            spot: false,
+            price_per_hour: ty.on_demand_per_hour,
+        }))
+    });
+    launches
+        .chain(
+            terminate
+                .into_iter()
+                .map(|id| decide(Action::Terminate { id })),
+        )
+        .collect()
+}
