@@ -195,20 +195,50 @@ pub fn run(strategy: Strategy, table: &Table, seed: u64) -> SearchRun {
                 ..Settings::default()
             };
             let mut search = Ribbon::new(table.space.clone(), settings);
-            while let Some(config) = search.suggest() {
-                let Some(i) = table.index(&config) else {
-                    break;
-                };
-                let done = log.measure(i);
-                search.observe(&config, table.satisfaction[i]);
-                if done {
-                    break;
-                }
-            }
+            ribbon_until_optimum(table, &mut log, &mut search);
         }
     }
     let chosen = log.cheapest_meeting();
     log.finish(strategy, chosen)
+}
+
+/// Runs `search` on `table` until it measures the optimum or has nothing left.
+fn ribbon_until_optimum(table: &Table, log: &mut Log<'_>, search: &mut Ribbon) {
+    while let Some(config) = search.suggest() {
+        let Some(i) = table.index(&config) else {
+            break;
+        };
+        let done = log.measure(i);
+        search.observe(&config, table.satisfaction[i]);
+        if done {
+            break;
+        }
+    }
+}
+
+/// Ribbon after a load change (ribbon.txt §5.5): a search that ran to the end on
+/// `before` warm-starts on `after` (re-measuring its optimum first, which counts) and
+/// runs until it measures the new optimum. `None` when the first search found nothing
+/// that met the target.
+pub fn run_warm(before: &Table, after: &Table) -> Option<SearchRun> {
+    let settings = Settings {
+        target: before.target,
+        ..Settings::default()
+    };
+    let mut first = Ribbon::new(before.space.clone(), settings);
+    while let Some(config) = first.suggest() {
+        let i = before.index(&config)?;
+        first.observe(&config, before.satisfaction[i]);
+    }
+    let old = after.index(&first.best()?.config)?;
+    let mut log = Log::new(after);
+    let done = log.measure(old);
+    let mut search = first.warm_start(after.satisfaction[old])?;
+    if !done {
+        ribbon_until_optimum(after, &mut log, &mut search);
+    }
+    let chosen = log.cheapest_meeting();
+    Some(log.finish(Strategy::Ribbon, chosen))
 }
 
 /// Random order, skipping what earlier measurements already decide (ribbon.txt §5.3):

@@ -218,8 +218,9 @@ impl Ribbon {
     /// A search for a new load (ribbon.txt §4, "promptly responds to load changes"): it
     /// starts from the previous optimum, measured again under the new load
     /// (`now_satisfaction`). When that optimum now fails, every configuration of the old
-    /// record that did no better than it fails too: each is pruned with its
-    /// sub-configurations and fed to the GP with its rate scaled like the optimum's.
+    /// record that did clearly worse than it (by more than θ) fails too: each is pruned
+    /// with its sub-configurations and fed to the GP with its rate scaled like the
+    /// optimum's.
     pub fn warm_start(&self, now_satisfaction: f64) -> Option<Self> {
         let old_best = self.best()?.clone();
         let mut next = Self::new(self.space.clone(), self.settings);
@@ -229,8 +230,10 @@ impl Ribbon {
         }
         let scale = now_satisfaction / old_best.satisfaction;
         for o in &self.observed {
-            if o.estimated || o.config == old_best.config || o.satisfaction > old_best.satisfaction
-            {
+            // "No better" by a clear margin (θ): near the target satisfaction saturates,
+            // and a configuration that met it almost as well is not evidence of failure.
+            let worse = o.satisfaction < old_best.satisfaction - next.settings.prune_below;
+            if o.estimated || o.config == old_best.config || !worse {
                 continue;
             }
             for (closed, c) in next.closed.iter_mut().zip(&next.configs) {
