@@ -71,6 +71,7 @@ pub async fn call_member(
     classes: usize,
 ) -> Result<MemberAnswer, MemberError> {
     let pool = registry.pool(model).ok_or(MemberError::NoInstance)?;
+    pool.record_batch(items);
     let mut tried: Vec<Arc<Instance>> = Vec::new();
     let mut last_error = MemberError::NoInstance;
     loop {

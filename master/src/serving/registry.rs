@@ -12,11 +12,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use cocktail_common::control::{MISSED_HEARTBEATS, Registration};
-use tokio::sync::Notify;
-
 use cocktail_common::catalog::{Catalog, InstanceType};
+use cocktail_common::control::{MISSED_HEARTBEATS, Registration};
 use cocktail_common::latency::BatchLatency;
+use tokio::sync::Notify;
 
 use crate::kairos::{self, Server, Waiting};
 use crate::packing::{self, Slots};
@@ -152,13 +151,6 @@ impl Pool {
         exclude: &[Arc<Instance>],
         items: usize,
     ) -> Result<Lease, NoSlot> {
-        {
-            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-            if recent.len() == RECENT_BATCHES {
-                recent.pop_front();
-            }
-            recent.push_back(items.max(1));
-        }
         if let Some(speed) = self.speed.as_ref().filter(|_| self.mixed(exclude)) {
             return self.acquire_matched(speed, deadline, exclude, items).await;
         }
@@ -262,10 +254,7 @@ impl Pool {
                 .instances()
                 .into_iter()
                 .filter(|i| !i.burst && !exclude.iter().any(|e| Arc::ptr_eq(e, i)))
-                .filter(|i| {
-                    let s = i.slots();
-                    s.available
-                })
+                .filter(|i| i.slots().available)
                 .collect();
             if candidates.is_empty() {
                 return Err(NoSlot::NoInstance);
@@ -353,6 +342,15 @@ impl Pool {
                 return Err(NoSlot::Timeout);
             }
         }
+    }
+
+    /// Remembers a request's batch size (once per request, not per attempt).
+    pub fn record_batch(&self, items: usize) {
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        if recent.len() == RECENT_BATCHES {
+            recent.pop_front();
+        }
+        recent.push_back(items.max(1));
     }
 
     /// Batch sizes of the recent requests, oldest first.
