@@ -77,6 +77,8 @@ pub struct Pool {
     /// Items per request of the last [`RECENT_BATCHES`] requests (kairos.txt §5.2 keeps
     /// "a number of most recent queries" for the batch-size mix).
     recent: Mutex<std::collections::VecDeque<usize>>,
+    /// The pool has received batches of different sizes: Kairos' matching applies.
+    varying: AtomicBool,
 }
 
 /// Requests whose batch sizes a pool remembers.
@@ -151,7 +153,8 @@ impl Pool {
         exclude: &[Arc<Instance>],
         items: usize,
     ) -> Result<Lease, NoSlot> {
-        if let Some(speed) = self.speed.as_ref().filter(|_| self.mixed(exclude)) {
+        let matched = self.varying.load(Ordering::Relaxed) && self.mixed(exclude);
+        if let Some(speed) = self.speed.as_ref().filter(|_| matched) {
             return self.acquire_matched(speed, deadline, exclude, items).await;
         }
         loop {
@@ -220,12 +223,14 @@ impl Pool {
             .is_some_and(|first| types.any(|other| other != first))
     }
 
-    /// Kairos' query distribution (kairos.txt §5.1): every waiting request, this one
-    /// included, is matched to an instance by min-cost bipartite matching on its batch's
-    /// latency on the instance's type ([`kairos::distribute`]); this request takes its
-    /// slot when its match has one free, else waits for the next change (a slot freed, a
-    /// request arrived) and matches again. Matched to a busy instance, it waits for that
-    /// instance rather than take one where it would miss its deadline.
+    /// Kairos' query distribution (kairos.txt §5.1), for pools that mix types and receive
+    /// batches of varying size (single requests keep the packing of Cocktail §4.2.1).
+    /// Every waiting request, this one included, is matched to an instance by min-cost
+    /// bipartite matching on its batch's latency on the instance's type
+    /// ([`kairos::distribute`]); this request takes its slot when its match has one free,
+    /// else waits for the next change (a slot freed, a request arrived) and matches again.
+    /// Matched to a busy instance, it waits for that instance rather than take one where
+    /// it would miss its deadline.
     async fn acquire_matched(
         self: &Arc<Self>,
         speed: &Speed,
@@ -347,6 +352,9 @@ impl Pool {
     /// Remembers a request's batch size (once per request, not per attempt).
     pub fn record_batch(&self, items: usize) {
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        if recent.back().is_some_and(|&last| last != items.max(1)) {
+            self.varying.store(true, Ordering::Relaxed);
+        }
         if recent.len() == RECENT_BATCHES {
             recent.pop_front();
         }
@@ -689,6 +697,8 @@ mod tests {
         });
         let pool = registry.pool("m").unwrap();
         assert!(pool.mixed(&[]));
+        pool.record_batch(1);
+        pool.record_batch(128);
         // 128 items: ~14 ms on r5n.large, ~2 ms on the GPU; a 5 ms deadline.
         let within = |ms: u64| Instant::now() + Duration::from_millis(ms);
         let large = pool.acquire(within(5), &[], 128).await.unwrap();
