@@ -2,6 +2,12 @@
 
 use std::time::Duration;
 
+/// The median (the upper one of an even count), `NaN` for no values; sorts `values`.
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 /// Percentiles of a sample of latencies (nearest-rank).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {

@@ -74,6 +74,12 @@ impl BatchLatency {
         (self.fixed_us + self.per_item_us * items / lanes) / ty.core_speed
     }
 
+    /// Milliseconds for a batch on one core of the profiling host (an instance whose
+    /// type is unknown).
+    pub fn host_ms(&self, batch: usize) -> f64 {
+        (self.fixed_us + self.per_item_us * batch.max(1) as f64) / 1000.0
+    }
+
     /// Milliseconds, for the policies that work in milliseconds.
     pub fn ms_on(&self, ty: &InstanceType, gpu: &GpuModel, batch: usize) -> f64 {
         self.on(ty, gpu, batch) / 1000.0

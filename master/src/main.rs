@@ -10,6 +10,7 @@ use clap::Parser;
 use cocktail_common::catalog::Catalog;
 use cocktail_master::autoscale::AutoscaleConfig;
 use cocktail_master::controller::{ControllerConfig, MixConfig, Optimiser, Policy};
+use cocktail_master::mix::MAX_TYPES;
 use cocktail_master::provider::local::LocalConfig;
 use cocktail_master::selection::SelectionConfig;
 use cocktail_master::server::Resources;
@@ -391,9 +392,9 @@ fn mix_config(args: &ResourceArgs, catalog: &Catalog) -> anyhow::Result<Option<M
     if let Some(t) = args.mix_types.iter().find(|t| catalog.get(t).is_none()) {
         anyhow::bail!("`--mix-types`: `{t}` is not in the catalog");
     }
-    if args.mix_types.is_empty() || args.mix_types.len() > 4 {
+    if !(1..=MAX_TYPES).contains(&args.mix_types.len()) {
         anyhow::bail!(
-            "`--mix-types` takes 1 to 4 types (ribbon.txt Fig. 8: gains stop beyond three); given {}",
+            "`--mix-types` takes 1 to {MAX_TYPES} types (ribbon.txt Fig. 8: gains stop beyond three); given {}",
             args.mix_types.len()
         );
     }

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use clap::Parser;
 use cocktail_benches::sim::{self, Scheme, SimConfig, World};
-use cocktail_benches::traces;
 use cocktail_benches::workload::Mix;
+use cocktail_benches::{stats, traces};
 use cocktail_common::Zoo;
 
 #[derive(Debug, Parser)]
@@ -21,11 +21,6 @@ struct Args {
     requests: u64,
     #[arg(long, default_value = "fashion")]
     task: String,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -48,7 +43,7 @@ fn main() -> anyhow::Result<()> {
         }
         totals.push(started.elapsed().as_secs_f64());
     }
-    let hour_s = median(totals);
+    let hour_s = stats::median(&mut totals);
     let rate = args.requests as f64 / 3600.0;
     let big = traces::generate("wiki", 3600, rate, 1.0, 1).unwrap_or_default();
     let started = Instant::now();

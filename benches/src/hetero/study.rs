@@ -16,6 +16,7 @@ use serde::Serialize;
 use super::search::{self, SearchRun, Strategy, Table};
 use super::{BatchSizes, Placement, PoolModel, SimEvaluator, Workload};
 use crate::plots;
+use crate::stats::median;
 
 /// The models: two CNNs on Fashion-MNIST and the transformer on sentiment.
 pub const MODELS: [&str; 3] = ["resnet", "vgg", "minilm"];
@@ -188,11 +189,7 @@ pub fn kairos_case(
     let workload = Workload::new(scale.queries, BatchSizes::DEFAULT, 1);
     pool.qos_ms = qos_for(&pool, workload.largest());
     let space = Space::within_budget(pool.names(), pool.prices(), KAIROS_BUDGET);
-    let configs: Vec<_> = space
-        .configs()
-        .into_iter()
-        .filter(|c| space.cost(c) <= KAIROS_BUDGET + 1e-9)
-        .collect();
+    let configs = space.configs_within(KAIROS_BUDGET);
     let (base, rates) = kairos::type_rates(
         &workload.batches,
         pool.types.len(),
@@ -267,14 +264,6 @@ fn ratio(a: f64, b: f64) -> String {
     } else {
         format!("{:.2}x", a / b)
     }
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// Runs the study, writes its data and plots, and returns its section of the page.

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::controller::Controller;
+use crate::mix::MAX_TYPES;
 use crate::request::{self, MAX_BODY_BYTES, SingleItem, ValidRequest};
 use crate::service::Answer;
 use crate::store::Collection;
@@ -619,10 +620,13 @@ pub async fn set_mix(
     body: web::Json<MixRequest>,
 ) -> Result<HttpResponse> {
     let MixRequest { types, counts } = body.into_inner();
-    if !(1..=4).contains(&types.len()) {
+    if !(1..=MAX_TYPES).contains(&types.len()) {
         return Err(MasterError::invalid(
             "types",
-            format!("takes 1 to 4 instance types; given {}", types.len()),
+            format!(
+                "takes 1 to {MAX_TYPES} instance types; given {}",
+                types.len()
+            ),
         ));
     }
     if counts.len() != types.len() {

@@ -5,6 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Types one pool may mix at most (ribbon.txt Fig. 8: the gains stop beyond three; the
+/// fourth is Kairos' pool of Table 4).
+pub const MAX_TYPES: usize = 4;
+
 /// Instances per type, in the order of the pool's type list.
 pub type Config = Vec<u32>;
 
@@ -38,6 +42,14 @@ impl Space {
         }
         all.retain(|c| c.iter().any(|&n| n > 0));
         all
+    }
+
+    /// The configurations that cost at most `budget` per hour.
+    pub fn configs_within(&self, budget: f64) -> Vec<Config> {
+        self.configs()
+            .into_iter()
+            .filter(|c| self.cost(c) <= budget + 1e-9)
+            .collect()
     }
 
     /// USD per hour of a configuration.
@@ -167,6 +179,9 @@ mod tests {
     fn a_budget_bounds_each_type() {
         let s = Space::within_budget(vec!["a".into(), "b".into()], vec![1.0, 0.3], 2.5);
         assert_eq!(s.max, vec![2, 8]);
+        let within = s.configs_within(2.5);
+        assert!(within.iter().all(|c| s.cost(c) <= 2.5 + 1e-9));
+        assert!(within.contains(&vec![1, 5]) && !within.contains(&vec![2, 2]));
         assert!(dominated_by(&[1, 2], &[1, 3]));
         assert!(!dominated_by(&[2, 2], &[1, 3]));
     }

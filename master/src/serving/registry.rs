@@ -275,7 +275,7 @@ impl Pool {
             let latency_ms = |j: usize, batch: usize| match types.get(j).copied().flatten() {
                 Some(ty) => speed.latency.ms_on(ty, &speed.catalog.gpu, batch),
                 // An instance of an unknown type: as fast as the profiling host.
-                None => (speed.latency.fixed_us + speed.latency.per_item_us * batch as f64) / 1e3,
+                None => speed.latency.host_ms(batch),
             };
             let waiting: Vec<Waiter> = {
                 let all = self.waiting.lock().unwrap_or_else(|p| p.into_inner());

@@ -52,8 +52,8 @@ const LOAD_CHANGE: f64 = 0.2;
 impl Controller {
     /// Sets `model`'s pool to `counts` instances of `types` now (an operator's choice, or
     /// one measurement of the live [`ConfigEvaluator`](crate::mix::ConfigEvaluator)):
-    /// launches the missing instances and terminates the extra ones. Returns the ids
-    /// launched and terminated.
+    /// launches the missing instances and terminates the extra ones. Returns what changed:
+    /// the type of each launch and the id of each termination.
     pub async fn set_mix(
         &self,
         model: &str,
@@ -85,16 +85,17 @@ impl Controller {
             Collection::MixDecisions,
             json!({ "at": now_s(), "model": model, "optimiser": "manual", "types": types, "config": counts }),
         );
-        let template = Decision {
+        let reason = format!("set mix {counts:?} of {types:?}");
+        let decide = |action: Action| Decision {
             pool: model.to_owned(),
-            action: Action::Terminate { id: String::new() },
+            action,
             weight: 0.0,
             demand: 0.0,
             capacity: 0.0,
-            reason: format!("set mix {counts:?} of {types:?}"),
+            reason: reason.clone(),
         };
         let mut changed = Vec::new();
-        for decision in reconcile(&template, &catalog_types, counts, &have) {
+        for decision in reconcile(&catalog_types, counts, &have, decide) {
             changed.push(decision_id(&decision));
             self.execute("manual", 0.0, decision).await;
         }
@@ -158,15 +159,17 @@ impl Controller {
             .iter()
             .map(|i| (i.id.clone(), i.instance_type.clone(), i.idle_s))
             .collect();
-        let template = Decision {
+        let capacity = pool.capacity(&self.config.autoscale);
+        let reason = format!("{:?} mix {target:?} of {:?}", mix.optimiser, space.types);
+        let decide = |action: Action| Decision {
             pool: pool.model.clone(),
-            action: Action::Terminate { id: String::new() },
+            action,
             weight: 0.0,
             demand,
-            capacity: pool.capacity(&self.config.autoscale),
-            reason: format!("{:?} mix {target:?} of {:?}", mix.optimiser, space.types),
+            capacity,
+            reason: reason.clone(),
         };
-        reconcile(&template, &types, &target, &have)
+        reconcile(&types, &target, &have, decide)
     }
 
     /// Kairos (kairos.txt §5.2): every configuration within the budget ranked by its
@@ -195,11 +198,7 @@ impl Controller {
             })
         };
         let budget = Space::within_budget(space.types, space.prices, mix.budget_per_hour);
-        let configs: Vec<Config> = budget
-            .configs()
-            .into_iter()
-            .filter(|c| budget.cost(c) <= mix.budget_per_hour + 1e-9)
-            .collect();
+        let configs = budget.configs_within(mix.budget_per_hour);
         let (base, rates) = kairos::type_rates(&batches, types.len(), latency, mix.qos_ms);
         let ranked = kairos::rank(&configs, base, &rates);
         let chosen = kairos::choose_by_similarity(&ranked, base).cloned();
@@ -263,19 +262,15 @@ impl Controller {
 
 /// The decisions that take a pool from `have` (`(id, type, idle_s)`) to `target`
 /// instances of `types`: on-demand launches of the missing, terminations of the extra
-/// (the longest idle first). `template` carries the pool, figures and reason.
+/// (the longest idle first). `decide` wraps each action with the pool, figures and reason.
 fn reconcile(
-    template: &Decision,
     types: &[&InstanceType],
     target: &[u32],
     have: &[(String, String, f64)],
+    decide: impl Fn(Action) -> Decision,
 ) -> Vec<Decision> {
     let names: Vec<String> = types.iter().map(|t| t.name.clone()).collect();
     let (launch, terminate) = mix::reconcile(target, &names, have);
-    let decide = |action: Action| Decision {
-        action,
-        ..template.clone()
-    };
     let launches = launch.into_iter().filter_map(|(t, count)| {
         let ty = types.get(t)?;
         Some(decide(Action::Launch {
