@@ -62,7 +62,7 @@ impl Table {
     }
 
     fn index(&self, config: &[u32]) -> Option<usize> {
-        self.configs.iter().position(|c| c == config)
+        self.space.index(config)
     }
 
     fn is_optimum(&self, i: usize) -> bool {

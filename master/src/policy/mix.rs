@@ -44,6 +44,20 @@ impl Space {
         all
     }
 
+    /// Where `config` stands in [`Space::configs`] (`None` outside the space or empty):
+    /// the configurations are in mixed-radix order of the counts, less the empty one at
+    /// the front.
+    pub fn index(&self, config: &[u32]) -> Option<usize> {
+        if config.len() != self.max.len() || config.iter().zip(&self.max).any(|(c, m)| c > m) {
+            return None;
+        }
+        let flat = config
+            .iter()
+            .zip(&self.max)
+            .fold(0usize, |acc, (&c, &m)| acc * (m as usize + 1) + c as usize);
+        flat.checked_sub(1)
+    }
+
     /// The configurations that cost at most `budget` per hour.
     pub fn configs_within(&self, budget: f64) -> Vec<Config> {
         self.configs()
@@ -171,6 +185,11 @@ mod tests {
         assert_eq!(configs.len(), 3 * 4 - 1);
         assert_eq!(configs[0], vec![0, 1]);
         assert_eq!(configs.last().unwrap(), &vec![2, 3]);
+        for (i, c) in configs.iter().enumerate() {
+            assert_eq!(space().index(c), Some(i));
+        }
+        assert_eq!(space().index(&[0, 0]), None);
+        assert_eq!(space().index(&[3, 0]), None);
         assert_eq!(space().max_cost(), 2.75);
         assert_eq!(space().cost(&[1, 2]), 1.5);
     }

@@ -250,18 +250,7 @@ impl Ribbon {
     }
 
     fn index(&self, config: &[u32]) -> Option<usize> {
-        // Configurations are in mixed-radix order of the counts (Space::configs), less
-        // the empty one at the front.
-        if config.len() != self.space.max.len()
-            || config.iter().zip(&self.space.max).any(|(c, m)| c > m)
-        {
-            return None;
-        }
-        let flat = config
-            .iter()
-            .zip(&self.space.max)
-            .fold(0usize, |acc, (&c, &m)| acc * (m as usize + 1) + c as usize);
-        flat.checked_sub(1)
+        self.space.index(config)
     }
 }
 

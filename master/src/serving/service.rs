@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use cocktail_common::Zoo;
+use cocktail_common::catalog::Catalog;
+use cocktail_common::latency::BatchLatency;
 use futures_util::future::join_all;
 use serde::Serialize;
 
@@ -23,8 +25,6 @@ use crate::state::{Answered, Ensembles, KeyState, LabelKind, Recent, constraint_
 use crate::tasks::{self, TaskTable};
 use crate::usage::Usage;
 use crate::voting::{Ballot, Scheme, vote};
-use cocktail_common::catalog::Catalog;
-use cocktail_common::latency::BatchLatency;
 
 /// How often a constraint's selection is compared with the shared cache.
 const SYNC_PERIOD: Duration = Duration::from_secs(1);
