@@ -18,10 +18,10 @@ pub mod server;
 pub mod serving;
 
 pub use policy::{
-    autoscale, ensemble, estimate, kairos, mix, packing, predict, ribbon, selection, voting,
+    autoscale, ensemble, estimate, health, kairos, mix, packing, predict, ribbon, selection, voting,
 };
 pub use resources::{controller, learned, provider, store};
-pub use serving::{cache, dispatch, registry, request, service, state, tasks, usage};
+pub use serving::{cache, dispatch, failover, registry, request, service, state, tasks, usage};
 
 pub use config::{Interval, MasterConfig};
 pub use error::MasterError;

@@ -151,6 +151,13 @@ struct ResourceArgs {
     /// (MArk §4.5).
     #[arg(long, env = "COCKTAIL_STANDBYS", default_value_t = 0)]
     standbys: usize,
+    /// Seconds between health checks of the running instances (dead, hung or never
+    /// registered ones are replaced at once).
+    #[arg(long, env = "COCKTAIL_HEALTH_INTERVAL_S", default_value_t = 1.0)]
+    health_interval_s: f64,
+    /// Seconds a running instance has to register its worker before it is replaced.
+    #[arg(long, env = "COCKTAIL_REGISTER_TIMEOUT_S", default_value_t = 120.0)]
+    register_timeout_s: f64,
     /// Choose each pool's mix of instance types with `ribbon` (Bayesian optimisation, one
     /// live measurement per interval) or `kairos` (throughput bound within a budget)
     /// instead of the autoscaler.
@@ -266,6 +273,8 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
                 .map(|m| m.clamp(1, cocktail_master::usage::RECENT_OUTCOMES)),
             standbys: args.standbys,
             mix,
+            health_interval: seconds(args.health_interval_s, "health-interval-s")?,
+            register_within: seconds(args.register_timeout_s, "register-timeout-s")?,
         },
         local: LocalConfig {
             worker_bin,

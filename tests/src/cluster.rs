@@ -170,7 +170,11 @@ pub struct Redis {
 
 impl Redis {
     pub async fn start() -> Self {
-        let port = free_port();
+        Self::start_on(free_port()).await
+    }
+
+    /// Redis on `port` (to bring one back where it was).
+    pub async fn start_on(port: u16) -> Self {
         let child = Command::new("redis-server")
             .args([
                 "--port",
@@ -233,35 +237,49 @@ impl Redis {
     }
 }
 
-/// A MongoDB-wire server (PyPI secantusdb, in memory) on `port`; scripts/test.sh
-/// installs it and exports `COCKTAIL_MONGOD`.
+/// A MongoDB-wire server (PyPI secantusdb) on `port`; scripts/test.sh installs it and
+/// exports `COCKTAIL_MONGOD`.
 #[derive(Debug)]
 pub struct Mongo {
-    _child: Child,
+    child: Child,
     pub port: u16,
 }
 
 impl Mongo {
+    /// In memory: its data goes with it.
     pub async fn start(port: u16) -> Self {
+        Self::start_with(port, ":memory:", &[]).await
+    }
+
+    /// Kept in `dir`, committed to disk on every write, so it survives a SIGKILL.
+    pub async fn start_durable(port: u16, dir: &std::path::Path) -> Self {
+        Self::start_with(port, &dir.display().to_string(), &["--sync-on-commit"]).await
+    }
+
+    async fn start_with(port: u16, storage: &str, extra: &[&str]) -> Self {
         let binary = std::env::var_os("COCKTAIL_MONGOD")
             .map(PathBuf::from)
             .unwrap_or_else(|| workspace_root().join(".deps/secantusdb/bin/secantusd-py"));
+        let port_arg = port.to_string();
         let args: Vec<String> = [
             "--host",
             "127.0.0.1",
             "--port",
-            &port.to_string(),
+            &port_arg,
             "--storage-path",
-            ":memory:",
+            storage,
         ]
         .iter()
+        .chain(extra)
         .map(|s| (*s).to_owned())
         .collect();
         let child = start_server(&binary, &args, port).await;
-        Self {
-            _child: child,
-            port,
-        }
+        Self { child, port }
+    }
+
+    /// SIGKILL: the server is gone at once.
+    pub async fn kill(&mut self) {
+        self.child.kill().await.unwrap();
     }
 
     pub fn url(&self) -> String {
@@ -384,6 +402,88 @@ impl Cluster {
             })
             .unwrap_or_default()
     }
+}
+
+/// The pids of the `cocktail-worker` processes serving `model` for the master at
+/// `master_url` (found by their command lines, so only this test's workers match).
+pub fn worker_pids(master_url: &str, model: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let has = |flag: &str, value: &str| {
+            args.windows(2)
+                .any(|w| w[0] == flag.as_bytes() && w[1] == value.as_bytes())
+        };
+        let is_worker = args
+            .first()
+            .is_some_and(|a| a.ends_with(b"cocktail-worker"));
+        if is_worker && has("--model", model) && has("--master", master_url) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Sends `signal` (e.g. "KILL", "STOP", "CONT") to `pid`.
+pub fn signal(pid: i32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// The workers a master lists: `(id, model)` of each that can take work.
+pub async fn serving_workers(client: &reqwest::Client, master_url: &str) -> Vec<(String, String)> {
+    let Ok(response) = client.get(format!("{master_url}/v1/workers")).send().await else {
+        return Vec::new();
+    };
+    let listed: Value = response.json().await.unwrap_or_default();
+    listed["workers"]
+        .as_array()
+        .map(|ws| {
+            ws.iter()
+                .filter(|w| {
+                    w["down"] == false
+                        && w["draining"] == false
+                        && w["unanswered"].as_u64() < Some(3)
+                })
+                .map(|w| {
+                    (
+                        w["id"].as_str().unwrap_or_default().to_owned(),
+                        w["model"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits until the master at `url` has a worker for every one of `models` that can take
+/// work.
+pub async fn wait_for_models(
+    client: &reqwest::Client,
+    url: &str,
+    models: &[&str],
+    limit: Duration,
+) {
+    eventually("every model has a worker", limit, || async {
+        let serving = serving_workers(client, url).await;
+        models
+            .iter()
+            .all(|m| serving.iter().any(|(_, model)| model == m))
+    })
+    .await;
 }
 
 /// Encodes a grey image as PNG, base64 (what a client sends as a BYTES `image`).

@@ -35,6 +35,9 @@ pub struct Control {
 }
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(1);
+/// The pause between heartbeats while they do not reach the master (a failed connect
+/// costs next to nothing).
+const UNREACHABLE_RETRY: Duration = Duration::from_millis(100);
 
 impl Control {
     /// Starts the registration/heartbeat task and, with `imds`, the spot-notice poller.
@@ -86,21 +89,32 @@ impl Control {
                     }
                 }
             }
-            // Heartbeat until the master forgets us.
+            // Heartbeat until the master forgets us. While the master is unreachable (it
+            // restarts), beat sooner, so that the new one learns of us within a fraction
+            // of a period of coming back.
+            let mut pause = period;
             loop {
-                tokio::time::sleep(period).await;
+                tokio::time::sleep(pause).await;
                 let beat = Heartbeat {
                     id: self.config.registration.id.clone(),
                     in_flight: state.capacity - state.slots.available_permits(),
                     draining: state.draining.load(Ordering::Relaxed),
                 };
                 match self.post("heartbeat", &beat).await {
-                    Ok(response) if response.status().is_success() => failing = false,
+                    Ok(response) if response.status().is_success() => {
+                        failing = false;
+                        pause = period;
+                    }
                     Ok(response) if response.status() == reqwest::StatusCode::NOT_FOUND => {
                         tracing::warn!("the master does not know this worker; registering again");
                         break;
                     }
-                    other => self.failed("heartbeat", &other, &mut failing),
+                    other => {
+                        if matches!(&other, Err(e) if e.is_connect()) {
+                            pause = UNREACHABLE_RETRY.min(period);
+                        }
+                        self.failed("heartbeat", &other, &mut failing);
+                    }
                 }
             }
         }

@@ -907,6 +907,7 @@ pub fn run(
         ballots.clear();
         let mut finish = t;
         let mut missed = false;
+        let mut spares: Option<Vec<usize>> = None;
         for &m in &members {
             let answer = world
                 .answers
@@ -931,8 +932,29 @@ pub fn run(
                     member_classes.push(None);
                 }
                 Served::NoInstance => {
-                    missed = true;
+                    // The member's slot learns nothing either way, as live.
                     member_classes.push(None);
+                    let spares = spares.get_or_insert_with(|| {
+                        selection::substitutes(models, &ensemble.pool, &members)
+                    });
+                    match stand_in(&mut cluster, spares, t, t + deadline) {
+                        Some((model, Served::At(at))) => {
+                            finish = finish.max(at);
+                            let answer = world.answers.get(model).and_then(|a| a.get(item));
+                            if let Some(&class) = answer {
+                                ballots.push(Ballot {
+                                    model,
+                                    class: usize::from(class),
+                                    probabilities: &[],
+                                });
+                            }
+                        }
+                        Some(_) => {
+                            finish = finish.max(t + deadline);
+                            missed = true;
+                        }
+                        None => missed = true,
+                    }
                 }
             }
         }
@@ -1057,6 +1079,25 @@ pub fn run(
 }
 
 /// The end of a constraint type's interval: Cocktail's O2, or Clipper-X's step.
+/// Failover as the live master does it (`cocktail_master::failover`): for a member whose
+/// pool has no instance, the best unused candidate that has one answers, and the call
+/// that reached an instance is returned with its model. Hedging is not modelled.
+fn stand_in(
+    cluster: &mut Cluster,
+    spares: &mut Vec<usize>,
+    t: f64,
+    deadline: f64,
+) -> Option<(usize, Served)> {
+    while !spares.is_empty() {
+        let model = spares.remove(0);
+        match cluster.serve(model, t, deadline) {
+            Served::NoInstance => {}
+            served => return Some((model, served)),
+        }
+    }
+    None
+}
+
 fn o2(config: &SimConfig, models: &[Candidate], ensemble: &mut Ensemble, dropped: &mut Vec<usize>) {
     match config.scheme {
         Scheme::Cocktail => {

@@ -4,6 +4,7 @@
 pub mod autoscale;
 pub mod ensemble;
 pub mod estimate;
+pub mod health;
 pub mod kairos;
 pub mod mix;
 pub mod packing;

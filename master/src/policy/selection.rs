@@ -10,6 +10,8 @@
 //!   exceeds ⌊N/2⌋+1, prune to ⌊N/2⌋+1 members, dropping those least accurate in the window
 //!   (tie: lowest packing factor). When window accuracy is below the target, add the
 //!   unused candidate with the best accuracy.
+//! - Failover ([`substitutes`]): the candidates that stand in, best first, for members
+//!   that cannot answer a request in time.
 
 use crate::estimate::majority_accuracy;
 
@@ -107,6 +109,20 @@ pub fn initial(
 }
 
 /// Most accurate first; ties by lower latency, then index.
+/// The candidates that may stand in for members that cannot answer (no live instance,
+/// refused, failed, too slow): the pool's models outside the ensemble, most accurate
+/// first (faster on ties). Each fits the constraint's latency as the members do, so a
+/// substitute keeps the vote's size at the price of some accuracy.
+pub fn substitutes(models: &[Candidate], pool: &[usize], members: &[usize]) -> Vec<usize> {
+    let mut spares: Vec<usize> = pool
+        .iter()
+        .copied()
+        .filter(|m| !members.contains(m) && *m < models.len())
+        .collect();
+    spares.sort_by(|a, b| by_accuracy(models, *a, *b));
+    spares
+}
+
 fn by_accuracy(models: &[Candidate], a: usize, b: usize) -> std::cmp::Ordering {
     models[b]
         .accuracy
@@ -236,6 +252,25 @@ mod tests {
             accuracy,
             objective,
         }
+    }
+
+    #[test]
+    fn substitutes_are_the_unused_candidates_most_accurate_first() {
+        let models = zoo();
+        let pool = candidates(
+            &models,
+            &constraint(4.0, 0.9, Objective::Accuracy),
+            &NO_MARGIN,
+        );
+        assert_eq!(pool, vec![0, 1, 2, 3], "the 50 ms model does not fit 4 ms");
+        assert_eq!(substitutes(&models, &pool, &[3, 1]), vec![2, 0]);
+        assert_eq!(
+            substitutes(&models, &pool, &[0, 1, 2, 3]),
+            Vec::<usize>::new()
+        );
+        // Ties in accuracy go to the faster model.
+        let tied = vec![model(3.0, 0.9, 1), model(1.0, 0.9, 1), model(2.0, 0.95, 1)];
+        assert_eq!(substitutes(&tied, &[0, 1, 2], &[]), vec![2, 1, 0]);
     }
 
     const NO_MARGIN: SelectionConfig = SelectionConfig {

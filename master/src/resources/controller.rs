@@ -1,8 +1,10 @@
 //! The resource controller: every interval it measures the load, predicts it one
 //! provisioning horizon ahead, and runs the autoscaler ([`crate::autoscale`]) over the
 //! pools; every reactive interval it checks SLO violations; on a spot interruption it
-//! stops routing to the doomed instance and launches a replacement (mark.txt §4.5). The
-//! provider carries out the decisions; the store keeps them with their reasons.
+//! stops routing to the doomed instance and launches a replacement (mark.txt §4.5); every
+//! health interval it replaces instances that are dead, hung or never registered
+//! ([`health`]). The provider carries out the decisions; the store keeps them with their
+//! reasons.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -20,6 +22,7 @@ use crate::store::{Collection, Store};
 use crate::usage::Snapshot;
 use crate::{Master, MasterError};
 
+mod health;
 mod mixes;
 
 use mixes::MixSearch;
@@ -56,6 +59,10 @@ pub struct ControllerConfig {
     pub standbys: usize,
     /// Choose each pool's instance mix with Ribbon or Kairos instead of the autoscaler.
     pub mix: Option<MixConfig>,
+    /// How often running instances are checked against the registry.
+    pub health_interval: Duration,
+    /// Time a running instance has to register its worker before it is replaced.
+    pub register_within: Duration,
 }
 
 /// The predictive provisioning policy.
@@ -85,6 +92,8 @@ impl Default for ControllerConfig {
             slo_last_requests: None,
             standbys: 0,
             mix: None,
+            health_interval: Duration::from_secs(1),
+            register_within: Duration::from_secs(120),
         }
     }
 }
@@ -129,6 +138,7 @@ pub struct Controller {
     pub store: Arc<dyn Store>,
     standbys: Mutex<Standbys>,
     searches: Mutex<HashMap<String, MixSearch>>,
+    health: Mutex<health::HealthState>,
 }
 
 /// The cold standbys: every standby's id, and those resumed to cover an interruption.
@@ -215,11 +225,22 @@ impl Controller {
             store,
             standbys: Mutex::new(Standbys::default()),
             searches: Mutex::new(HashMap::new()),
+            health: Mutex::default(),
         }))
     }
 
-    /// Runs the predictive, reactive and interruption loops until the runtime stops.
+    /// Runs the predictive, reactive, health and interruption loops until the runtime
+    /// stops.
     pub fn spawn(self: &Arc<Self>) {
+        let health = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(health.config.health_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                health.health_step().await;
+            }
+        });
         let predictive = Arc::clone(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(predictive.config.interval);
@@ -318,7 +339,7 @@ impl Controller {
                     .iter()
                     .filter(|r| {
                         &r.model == model
-                            && r.status != InstanceStatus::Stopped
+                            && !matches!(r.status, InstanceStatus::Stopped | InstanceStatus::Failed)
                             && !standbys.contains(&r.id)
                     })
                     .map(|r| InstanceState {

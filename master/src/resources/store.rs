@@ -148,7 +148,9 @@ impl Store for MongoStore {
 
 /// Inserts queued documents in batches; on failure keeps them (oldest dropped beyond the
 /// backlog) and retries with a growing pause, so an outage delays writes, never loses
-/// recent ones.
+/// recent ones. Exactly once: every document gets its `_id` when it is queued, batches
+/// are unordered, and a retry's duplicate-key errors are documents an earlier, partly
+/// failed attempt already wrote ([`written_before`]).
 async fn write_behind(
     db: mongodb::Database,
     mut receiver: tokio::sync::mpsc::Receiver<(Collection, Value)>,
@@ -178,12 +180,16 @@ async fn write_behind(
             .map(|(_, d)| d.clone())
             .collect();
         let size = batch.len();
-        match db
+        let result = db
             .collection::<mongodb::bson::Document>(collection.name())
             .insert_many(batch)
-            .await
+            .ordered(false)
+            .await;
+        match result
+            .map(drop)
+            .or_else(|e| if written_before(&e) { Ok(()) } else { Err(e) })
         {
-            Ok(_) => {
+            Ok(()) => {
                 pending.drain(..size);
                 pause = std::time::Duration::from_millis(100);
                 if failing {
@@ -215,12 +221,34 @@ async fn write_behind(
     }
 }
 
+/// Whether a failed batch failed only because some of its documents are already stored
+/// (duplicate `_id`, MongoDB error 11000): then every document of it is stored once.
+fn written_before(error: &mongodb::error::Error) -> bool {
+    const DUPLICATE_KEY: i32 = 11000;
+    match error.kind.as_ref() {
+        mongodb::error::ErrorKind::InsertMany(failure) => {
+            failure.write_concern_error.is_none()
+                && failure
+                    .write_errors
+                    .as_ref()
+                    .is_some_and(|errors| errors.iter().all(|e| e.code == DUPLICATE_KEY))
+        }
+        _ => false,
+    }
+}
+
 fn push(
     pending: &mut VecDeque<(Collection, mongodb::bson::Document)>,
     (collection, value): (Collection, Value),
 ) {
     match mongodb::bson::to_document(&value) {
-        Ok(document) => pending.push_back((collection, document)),
+        Ok(mut document) => {
+            // Its identity from now on, so a retried insert cannot store it twice.
+            if !document.contains_key("_id") {
+                document.insert("_id", mongodb::bson::oid::ObjectId::new());
+            }
+            pending.push_back((collection, document));
+        }
         Err(e) => tracing::warn!(error = %e, "document not storable in MongoDB"),
     }
     while pending.len() > MONGO_BACKLOG {

@@ -75,7 +75,7 @@ pub async fn call_member(
     let mut tried: Vec<Arc<Instance>> = Vec::new();
     let mut last_error = MemberError::NoInstance;
     loop {
-        let lease = match pool.acquire(deadline, &tried, items).await {
+        let mut lease = match pool.acquire(deadline, &tried, items).await {
             Ok(lease) => lease,
             Err(NoSlot::Timeout) => return Err(MemberError::Deadline),
             Err(NoSlot::NoInstance) => return Err(last_error),
@@ -84,6 +84,7 @@ pub async fn call_member(
         if remaining.is_zero() {
             return Err(MemberError::Deadline);
         }
+        lease.sent();
         let sent = client
             .post(&lease.instance.infer_url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -92,11 +93,14 @@ pub async fn call_member(
             .send()
             .await;
         let outcome = match sent {
-            Ok(response) => read(response, items, classes).await,
+            Ok(response) => {
+                lease.answered();
+                read(response, items, classes).await
+            }
             Err(e) if e.is_timeout() => return Err(MemberError::Deadline),
             Err(e) => {
                 if e.is_connect() {
-                    lease.instance.mark_down();
+                    lease.refused();
                 }
                 Err(MemberError::Failed(format!(
                     "{}: {}",

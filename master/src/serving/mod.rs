@@ -4,6 +4,7 @@
 
 pub mod cache;
 pub mod dispatch;
+pub mod failover;
 pub mod registry;
 pub mod request;
 pub mod service;

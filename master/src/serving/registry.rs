@@ -3,8 +3,11 @@
 //!
 //! Workers register and heartbeat (`common::control`). An instance that misses
 //! [`MISSED_HEARTBEATS`] heartbeats is dropped by [`Registry::expire`]; one that refuses
-//! connections is marked down until its next heartbeat; a draining one (spot notice,
-//! SIGTERM) gets no new work.
+//! connections is marked down until its next heartbeat; one that leaves
+//! [`UNANSWERED_LIMIT`] calls in a row unanswered (hung, or stopped) gets no work until
+//! its next heartbeat; a draining one (spot notice, SIGTERM) gets no new work. The
+//! resource controller reads the same signals ([`Registry::health`]) to replace the
+//! instances that stay that way.
 
 use std::collections::HashMap;
 use std::pin::pin;
@@ -35,6 +38,8 @@ pub struct Instance {
     in_flight: AtomicU32,
     draining: AtomicBool,
     down: AtomicBool,
+    /// Calls in a row that got no answer in time (reset by an answer or a heartbeat).
+    unanswered: AtomicU32,
     last_seen: Mutex<Instant>,
     /// When a request last took a slot (registration time before that).
     last_used: Mutex<Instant>,
@@ -45,7 +50,9 @@ impl Instance {
         Slots {
             packing_factor: self.packing_factor,
             in_flight: self.in_flight.load(Ordering::Acquire),
-            available: !self.draining.load(Ordering::Acquire) && !self.down.load(Ordering::Acquire),
+            available: !self.draining.load(Ordering::Acquire)
+                && !self.down.load(Ordering::Acquire)
+                && self.unanswered.load(Ordering::Acquire) < UNANSWERED_LIMIT,
         }
     }
 
@@ -59,10 +66,20 @@ impl Instance {
     }
 
     /// The instance refused a connection: no work until it heartbeats again.
-    pub fn mark_down(&self) {
+    fn mark_down(&self) {
         self.down.store(true, Ordering::Release);
     }
+
+    /// The worker answered (whatever it said): it is alive.
+    fn answered(&self) {
+        self.unanswered.store(0, Ordering::Release);
+    }
 }
+
+/// Calls in a row an instance may leave unanswered before it gets no more work until its
+/// next heartbeat: a hung worker (SIGSTOP, a stuck runtime) stops taking requests within
+/// a few calls instead of eating every request's deadline.
+pub const UNANSWERED_LIMIT: u32 = 3;
 
 /// A pool: every instance serving one model, and the queue waiting for their slots.
 #[derive(Debug, Default)]
@@ -79,6 +96,9 @@ pub struct Pool {
     recent: Mutex<std::collections::VecDeque<usize>>,
     /// The pool has received batches of different sizes: Kairos' matching applies.
     varying: AtomicBool,
+    /// Moving average of a call's time from sending to the worker's answer, in µs (0:
+    /// none yet), for the dispatcher's hedging.
+    call_us: std::sync::atomic::AtomicU64,
 }
 
 /// Requests whose batch sizes a pool remembers.
@@ -119,15 +139,56 @@ impl Drop for Ticket<'_> {
 /// At most this many of the oldest waiting requests enter one matching.
 const MATCH_WINDOW: usize = 64;
 
-/// A slot on an instance, given back on drop.
+/// A slot on an instance, given back on drop. A call sent on it that ends without an
+/// answer (timed out, or abandoned for a hedge that answered first) counts against the
+/// instance ([`UNANSWERED_LIMIT`]).
 #[derive(Debug)]
 pub struct Lease {
     pub instance: Arc<Instance>,
     pool: Arc<Pool>,
+    sent: Option<Instant>,
+}
+
+impl Lease {
+    fn new(instance: &Arc<Instance>, pool: &Arc<Pool>) -> Self {
+        Self {
+            instance: Arc::clone(instance),
+            pool: Arc::clone(pool),
+            sent: None,
+        }
+    }
+
+    /// A call goes out on this slot.
+    pub fn sent(&mut self) {
+        self.sent = Some(Instant::now());
+    }
+
+    /// The worker answered the call (any status): the instance is alive, and the pool
+    /// learns how long its calls take.
+    pub fn answered(&mut self) {
+        if let Some(sent) = self.sent.take() {
+            self.instance.answered();
+            self.pool.observe_call(sent.elapsed());
+        }
+    }
+
+    /// The instance refused the connection: not hung but gone (or not up yet); no work
+    /// until it heartbeats again.
+    pub fn refused(&mut self) {
+        self.sent = None;
+        self.instance.mark_down();
+    }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        if self.sent.is_some() {
+            let misses = self.instance.unanswered.fetch_add(1, Ordering::AcqRel) + 1;
+            if misses == UNANSWERED_LIMIT {
+                tracing::warn!(id = %self.instance.id, model = %self.instance.model,
+                    "{UNANSWERED_LIMIT} calls in a row unanswered: no work until its next heartbeat");
+            }
+        }
         self.instance.in_flight.fetch_sub(1, Ordering::AcqRel);
         // Every waiter looks again: the freed slot may be on an instance one of them has
         // already tried, so waking only one could strand the others.
@@ -192,10 +253,7 @@ impl Pool {
                     if instance.try_take() {
                         *instance.last_used.lock().unwrap_or_else(|p| p.into_inner()) =
                             Instant::now();
-                        return Ok(Lease {
-                            instance: Arc::clone(instance),
-                            pool: Arc::clone(self),
-                        });
+                        return Ok(Lease::new(instance, self));
                     }
                     // Lost a race for the slot: look again at once.
                     continue;
@@ -335,10 +393,7 @@ impl Pool {
                 *instance.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
                 metrics::counter!("cocktail_master_matched_total", "model" => instance.model.clone())
                     .increment(1);
-                return Ok(Lease {
-                    instance: Arc::clone(instance),
-                    pool: Arc::clone(self),
-                });
+                return Ok(Lease::new(instance, self));
             }
             if tokio::time::timeout_at(deadline.into(), notified)
                 .await
@@ -346,6 +401,27 @@ impl Pool {
             {
                 return Err(NoSlot::Timeout);
             }
+        }
+    }
+
+    /// Folds one answered call's time into the pool's moving average (weight 1/8; a
+    /// lost race between two calls only loses one sample).
+    fn observe_call(&self, took: Duration) {
+        let sample = (took.as_micros() as u64).max(1);
+        let old = self.call_us.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample
+        } else {
+            old - old / 8 + sample / 8
+        };
+        self.call_us.store(new.max(1), Ordering::Relaxed);
+    }
+
+    /// How long a call to this pool usually takes, once one has been answered.
+    pub fn typical_call(&self) -> Option<Duration> {
+        match self.call_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
         }
     }
 
@@ -399,6 +475,9 @@ pub struct InstanceView {
     pub in_flight: u32,
     pub draining: bool,
     pub down: bool,
+    /// Calls in a row it left unanswered; at [`UNANSWERED_LIMIT`] it gets no work until
+    /// its next heartbeat.
+    pub unanswered: u32,
     pub last_seen_ms: u64,
     /// Milliseconds since a request last took one of its slots.
     pub idle_ms: u64,
@@ -440,6 +519,7 @@ impl Registry {
             in_flight: AtomicU32::new(0),
             draining: AtomicBool::new(false),
             down: AtomicBool::new(false),
+            unanswered: AtomicU32::new(0),
             last_seen: Mutex::new(Instant::now()),
             last_used: Mutex::new(Instant::now()),
         });
@@ -480,6 +560,7 @@ impl Registry {
         };
         *instance.last_seen.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         instance.down.store(false, Ordering::Release);
+        instance.unanswered.store(0, Ordering::Release);
         if draining {
             instance.draining.store(true, Ordering::Release);
         }
@@ -541,6 +622,7 @@ impl Registry {
                 in_flight: i.in_flight.load(Ordering::Acquire),
                 draining: i.draining.load(Ordering::Acquire),
                 down: i.down.load(Ordering::Acquire),
+                unanswered: i.unanswered.load(Ordering::Acquire),
                 last_seen_ms: i
                     .last_seen
                     .lock()

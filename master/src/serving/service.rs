@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use cocktail_common::Zoo;
 use cocktail_common::catalog::Catalog;
 use cocktail_common::latency::BatchLatency;
@@ -18,6 +17,7 @@ use crate::cache::{CachedSelection, SharedCache};
 use crate::config::MasterConfig;
 use crate::dispatch::{MemberAnswer, MemberError, call_member};
 use crate::error::{MasterError, MemberFailure};
+use crate::failover::{Call, Spares, serve_slot};
 use crate::registry::{Registry, Speed};
 use crate::request::ValidRequest;
 use crate::selection::{self, Adjustment, Constraint};
@@ -58,6 +58,15 @@ pub struct Vote {
     pub weight: Vec<f64>,
 }
 
+/// A candidate that voted in place of a member that could not answer in time.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Substitute {
+    /// The ensemble member that gave no answer.
+    pub member: String,
+    /// The candidate that answered instead.
+    pub model: String,
+}
+
 /// The ensemble's answer to one request.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Answer {
@@ -70,11 +79,14 @@ pub struct Answer {
     /// The ensemble chosen for the constraint.
     pub models: Vec<String>,
     pub votes: Vec<Vote>,
-    /// Members that gave no answer, and why.
+    /// Every model asked that gave no answer, and why (members and substitutes).
     pub failed: Vec<MemberFailure>,
+    /// Members that could not answer in time and the candidates that voted instead.
+    pub substitutes: Vec<Substitute>,
     pub scheme: &'static str,
     pub cache_hit: bool,
-    /// Some member gave no answer; the vote used the others.
+    /// Fewer models voted than the ensemble has: some member gave no answer and no
+    /// substitute could stand in.
     pub degraded: bool,
     #[schema(value_type = Object)]
     pub interval: serde_json::Value,
@@ -279,37 +291,57 @@ impl Master {
         let classes = task.labels.len();
 
         let waiting = Instant::now();
-        let results = self
-            .call_all(&task, &members, &request.body, deadline, request.items)
-            .await;
+        let spares = Spares::new({
+            let s = state.lock().unwrap_or_else(|p| p.into_inner());
+            selection::substitutes(&task.candidates, &s.pool, &members)
+        });
+        let call = Call {
+            client: &self.client,
+            registry: &self.registry,
+            task: &task,
+            body: &request.body,
+            deadline,
+            items: request.items,
+        };
+        let slots = join_all(members.iter().map(|&m| serve_slot(call, m, &spares))).await;
         let wait = waiting.elapsed();
 
         let scheme = request.scheme.unwrap_or(self.config.scheme);
         let mut failed = Vec::new();
+        let mut substitutes = Vec::new();
         let mut answered: Vec<(usize, &MemberAnswer)> = Vec::new();
         let mut errors: Vec<&MemberError> = Vec::new();
-        for (&model, result) in members.iter().zip(&results) {
-            match result {
-                Ok(answer) => answered.push((model, answer)),
-                Err(e) => {
-                    metrics::counter!("cocktail_master_member_errors_total",
-                        "model" => task.models[model].clone(), "kind" => e.kind())
-                    .increment(1);
-                    failed.push(MemberFailure {
-                        model: task.models[model].clone(),
-                        error: e.to_string(),
-                    });
-                    errors.push(e);
+        for (&member, slot) in members.iter().zip(&slots) {
+            for (model, e) in &slot.failures {
+                metrics::counter!("cocktail_master_member_errors_total",
+                    "model" => task.models[*model].clone(), "kind" => e.kind())
+                .increment(1);
+                failed.push(MemberFailure {
+                    model: task.models[*model].clone(),
+                    error: e.to_string(),
+                });
+            }
+            match &slot.answer {
+                Ok((model, answer)) => {
+                    if *model != member {
+                        substitutes.push(Substitute {
+                            member: task.models[member].clone(),
+                            model: task.models[*model].clone(),
+                        });
+                    }
+                    answered.push((*model, answer));
                 }
+                Err(e) => errors.push(e),
             }
         }
-        self.usage
-            .record(members.iter().zip(&results).map(|(&m, r)| {
-                (
-                    task.models[m].as_str(),
-                    matches!(r, Err(MemberError::Deadline)),
-                )
-            }));
+        self.usage.record(slots.iter().flat_map(|slot| {
+            let answered = slot.answer.as_ref().ok().map(|(m, _)| (*m, false));
+            slot.failures
+                .iter()
+                .map(|(m, e)| (*m, matches!(e, MemberError::Deadline)))
+                .chain(answered)
+                .map(|(m, missed)| (task.models[m].as_str(), missed))
+        }));
         if answered.is_empty() {
             return Err(all_failed(task_name, errors, failed));
         }
@@ -361,10 +393,14 @@ impl Master {
             task: Arc::clone(&task),
             state: Arc::clone(&state),
             generation,
+            // A substitute's answer is not its member's: the member's slot learns nothing.
             member_classes: members
                 .iter()
-                .zip(&results)
-                .map(|(_, r)| r.as_ref().ok().map(|a| a.classes.clone()))
+                .zip(&slots)
+                .map(|(&member, slot)| match &slot.answer {
+                    Ok((model, a)) if *model == member => Some(a.classes.clone()),
+                    _ => None,
+                })
                 .collect(),
             members: members.clone(),
             ensemble: outcome_class.clone(),
@@ -373,13 +409,14 @@ impl Master {
         match &request.labels {
             Some(labels) => record.learn(labels, LabelKind::Real),
             None => {
-                self.maybe_pseudo_label(&record, &state, &request, deadline, &results);
+                self.maybe_pseudo_label(&record, &state, &request, deadline);
                 self.recent.remember(id.clone(), record);
             }
         }
         self.revisit(&task, &key, &state);
 
-        let degraded = !failed.is_empty();
+        // Degraded only when the vote really lost a voter, not when a substitute stood in.
+        let degraded = answered.len() < members.len();
         let master_us = started.elapsed().saturating_sub(wait).as_micros() as u64;
         metrics::counter!("cocktail_master_requests_total", "task" => task_name.to_owned(),
             "outcome" => if degraded { "degraded" } else { "ok" })
@@ -399,6 +436,7 @@ impl Master {
             models: names(&task, &members),
             votes,
             failed,
+            substitutes,
             scheme: scheme_name(scheme),
             cache_hit,
             degraded,
@@ -406,28 +444,6 @@ impl Master {
             master_us,
             wait_us: wait.as_micros() as u64,
         })
-    }
-
-    async fn call_all(
-        &self,
-        task: &TaskTable,
-        models: &[usize],
-        body: &Bytes,
-        deadline: Instant,
-        items: usize,
-    ) -> Vec<Result<MemberAnswer, MemberError>> {
-        join_all(models.iter().map(|&m| {
-            call_member(
-                &self.client,
-                &self.registry,
-                &task.models[m],
-                body.clone(),
-                deadline,
-                items,
-                task.labels.len(),
-            )
-        }))
-        .await
     }
 
     /// O2 at the end of the key's interval; a change is published to the shared cache.
@@ -468,7 +484,6 @@ impl Master {
         state: &Arc<Mutex<KeyState>>,
         request: &ValidRequest,
         deadline: Instant,
-        results: &[Result<MemberAnswer, MemberError>],
     ) {
         let every = self.config.pseudo_label_every;
         if every == 0
@@ -490,8 +505,8 @@ impl Master {
         let known: Vec<(usize, Vec<usize>)> = record
             .members
             .iter()
-            .zip(results)
-            .filter_map(|(&m, r)| r.as_ref().ok().map(|a| (m, a.classes.clone())))
+            .zip(&record.member_classes)
+            .filter_map(|(&m, classes)| classes.clone().map(|c| (m, c)))
             .collect();
         let record = record.clone();
         let (client, registry_pool) = (self.client.clone(), Arc::clone(&self.registry));

@@ -353,8 +353,22 @@ impl Provider for LocalProvider {
         .boxed()
     }
 
+    /// Every instance; a running one whose worker process has exited shows as `Failed`.
     fn describe(&self) -> BoxFuture<'_, Result<Vec<InstanceRecord>, MasterError>> {
-        let mut all: Vec<InstanceRecord> = self.lock().values().map(|e| e.record.clone()).collect();
+        let mut entries = self.lock();
+        for entry in entries.values_mut() {
+            let exited = entry
+                .child
+                .as_mut()
+                .is_some_and(|child| !matches!(child.try_wait(), Ok(None)));
+            if exited && entry.record.status == InstanceStatus::Running {
+                tracing::warn!(id = %entry.record.id, model = %entry.record.model, "worker process exited");
+                entry.record.status = InstanceStatus::Failed;
+                entry.child = None;
+            }
+        }
+        let mut all: Vec<InstanceRecord> = entries.values().map(|e| e.record.clone()).collect();
+        drop(entries);
         all.sort_by(|a, b| a.id.cmp(&b.id));
         async move { Ok(all) }.boxed()
     }

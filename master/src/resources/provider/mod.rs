@@ -33,6 +33,9 @@ pub enum InstanceStatus {
     Interrupted,
     /// Stopped, not billed, can be started again (a cold standby).
     Stopped,
+    /// Serves nothing on its own account (its worker process exited); billed until the
+    /// controller terminates it.
+    Failed,
     Terminated,
 }
 

@@ -1,0 +1,196 @@
+//! Serving one ensemble slot so that a request fails only when no candidate could answer
+//! in time (DESIGN.md, the request path, step 4). A slot is the member O1/O2 chose; when
+//! it cannot answer (no live instance, refused, 5xx, deadline), the next candidate of
+//! [`crate::selection::substitutes`] that some worker serves stands in. A member that is
+//! slow to answer is hedged: past [`hedge_after`] a substitute is asked too, and the
+//! first answer wins, so a hung worker costs a request a few milliseconds, not its
+//! deadline.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+
+use crate::dispatch::{MemberAnswer, MemberError, call_member};
+use crate::registry::Registry;
+use crate::tasks::TaskTable;
+
+/// A member is hedged when it has not answered within this many of its pool's typical
+/// call times...
+const HEDGE_FACTOR: u32 = 4;
+/// ... and never sooner than this (a call's time varies a lot at the µs scale).
+const HEDGE_MIN: Duration = Duration::from_millis(5);
+
+/// The substitutes a request may still use, best first, shared by its slots so that two
+/// failing members never take the same one.
+#[derive(Debug)]
+pub struct Spares {
+    queue: Mutex<VecDeque<usize>>,
+}
+
+impl Spares {
+    pub fn new(substitutes: Vec<usize>) -> Self {
+        Self {
+            queue: Mutex::new(substitutes.into()),
+        }
+    }
+
+    /// The best remaining substitute that some worker serves now.
+    fn take(&self, task: &TaskTable, registry: &Registry) -> Option<usize> {
+        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(model) = queue.pop_front() {
+            if registry.serves(&task.models[model]) {
+                return Some(model);
+            }
+        }
+        None
+    }
+}
+
+/// How a slot was served.
+#[derive(Debug)]
+pub struct Slot {
+    /// The model that answered (the member itself or a substitute) and its answer, or the
+    /// last reason nothing did.
+    pub answer: Result<(usize, MemberAnswer), MemberError>,
+    /// Every model that was asked and gave no answer, with why.
+    pub failures: Vec<(usize, MemberError)>,
+}
+
+/// What every slot of a request shares.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub client: &'a reqwest::Client,
+    pub registry: &'a Registry,
+    pub task: &'a TaskTable,
+    pub body: &'a Bytes,
+    pub deadline: Instant,
+    pub items: usize,
+}
+
+impl Call<'_> {
+    async fn ask(self, model: usize) -> (usize, Result<MemberAnswer, MemberError>) {
+        let answer = call_member(
+            self.client,
+            self.registry,
+            &self.task.models[model],
+            self.body.clone(),
+            self.deadline,
+            self.items,
+            self.task.labels.len(),
+        )
+        .await;
+        (model, answer)
+    }
+}
+
+/// When a call to `model`'s pool started at `started` is hedged; `None` when hedging
+/// could not finish before the deadline anyway.
+pub fn hedge_after(
+    typical: Option<Duration>,
+    started: Instant,
+    deadline: Instant,
+) -> Option<Instant> {
+    let wait = typical.map_or(HEDGE_MIN, |t| (t * HEDGE_FACTOR).max(HEDGE_MIN));
+    let at = started + wait;
+    (at + HEDGE_MIN / 2 < deadline).then_some(at)
+}
+
+/// Serves one slot: the member, then substitutes while time remains; at most one hedge.
+pub async fn serve_slot(call: Call<'_>, member: usize, spares: &Spares) -> Slot {
+    let started = Instant::now();
+    let typical = call
+        .registry
+        .pool(&call.task.models[member])
+        .and_then(|p| p.typical_call());
+    let mut hedge_at = hedge_after(typical, started, call.deadline);
+    let mut running = FuturesUnordered::new();
+    running.push(call.ask(member));
+    let mut failures = Vec::new();
+    loop {
+        let finished = match hedge_at {
+            Some(at) => tokio::select! {
+                finished = running.next() => finished,
+                () = tokio::time::sleep_until(at.into()) => {
+                    hedge_at = None;
+                    if let Some(spare) = spares.take(call.task, call.registry) {
+                        metrics::counter!("cocktail_master_hedges_total",
+                            "model" => call.task.models[member].clone())
+                        .increment(1);
+                        running.push(call.ask(spare));
+                    }
+                    continue;
+                }
+            },
+            None => running.next().await,
+        };
+        let Some((model, answer)) = finished else {
+            // Nothing in flight and nothing left to ask.
+            let last = failures
+                .last()
+                .map_or(MemberError::NoInstance, |(_, e): &(usize, MemberError)| {
+                    e.clone()
+                });
+            return Slot {
+                answer: Err(last),
+                failures,
+            };
+        };
+        match answer {
+            Ok(answer) => {
+                return Slot {
+                    answer: Ok((model, answer)),
+                    failures,
+                };
+            }
+            // The input is at fault: another model would refuse it too.
+            Err(rejected @ MemberError::Rejected { .. }) => {
+                return Slot {
+                    answer: Err(rejected),
+                    failures,
+                };
+            }
+            Err(error) => {
+                failures.push((model, error));
+                if running.is_empty()
+                    && Instant::now() < call.deadline
+                    && let Some(spare) = spares.take(call.task, call.registry)
+                {
+                    metrics::counter!("cocktail_master_substitutions_total",
+                        "model" => call.task.models[model].clone())
+                    .increment(1);
+                    running.push(call.ask(spare));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hedging_waits_a_few_typical_calls_and_never_past_the_deadline() {
+        let now = Instant::now();
+        let deadline = now + Duration::from_millis(100);
+        assert_eq!(hedge_after(None, now, deadline), Some(now + HEDGE_MIN));
+        assert_eq!(
+            hedge_after(Some(Duration::from_micros(300)), now, deadline),
+            Some(now + HEDGE_MIN),
+            "never sooner than the floor"
+        );
+        assert_eq!(
+            hedge_after(Some(Duration::from_millis(10)), now, deadline),
+            Some(now + Duration::from_millis(40))
+        );
+        assert_eq!(
+            hedge_after(Some(Duration::from_millis(30)), now, deadline),
+            None,
+            "a hedge at 120 ms could not answer by 100 ms"
+        );
+    }
+}
