@@ -707,6 +707,28 @@ pub fn run(
                         pick.swap(k, j);
                         if let Some(&id) = pick.get(k) {
                             cluster.end(id, at);
+                            // The health check replaces it at once, same type and market
+                            // (`controller::health`).
+                            let Some(dead) = cluster.instances.get(id) else {
+                                continue;
+                            };
+                            let (pool, spot) = (dead.pool, dead.spot);
+                            let Some(name) = cluster
+                                .catalog
+                                .types
+                                .get(dead.instance_type)
+                                .map(|t| t.name.clone())
+                            else {
+                                continue;
+                            };
+                            launches += launch(
+                                &mut cluster,
+                                (pool, &name, spot, 1),
+                                at,
+                                config.launch_s,
+                                &mut events,
+                                &mut sequence,
+                            );
                         }
                     }
                 }

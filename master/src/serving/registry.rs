@@ -755,6 +755,45 @@ mod tests {
         assert_eq!(registry.view().len(), 1);
     }
 
+    #[tokio::test]
+    async fn an_instance_that_leaves_calls_unanswered_gets_no_work_until_it_heartbeats() {
+        let registry = Registry::default();
+        registry.register(&registration("a", 4));
+        let pool = registry.pool("m").unwrap();
+        let soon = Instant::now() + Duration::from_millis(20);
+        for _ in 0..UNANSWERED_LIMIT - 1 {
+            let mut lease = pool.acquire(soon, &[], 1).await.unwrap();
+            lease.sent(); // ... and dropped without an answer (timed out, or hedged)
+        }
+        // An answer resets the count; a lease never used for a call counts nothing.
+        let mut answered = pool.acquire(soon, &[], 1).await.unwrap();
+        answered.sent();
+        answered.answered();
+        drop(answered);
+        drop(pool.acquire(soon, &[], 1).await.unwrap());
+        assert_eq!(registry.view()[0].unanswered, 0);
+        assert!(pool.typical_call().is_some(), "the answered call was timed");
+        for _ in 0..UNANSWERED_LIMIT {
+            pool.acquire(soon, &[], 1).await.unwrap().sent();
+        }
+        assert_eq!(registry.view()[0].unanswered, UNANSWERED_LIMIT);
+        assert_eq!(
+            pool.acquire(soon, &[], 1).await.unwrap_err(),
+            NoSlot::NoInstance
+        );
+        assert!(!registry.serves("m"));
+        // Refused is not hung: down, and the count stays.
+        assert!(registry.heartbeat("a", false));
+        let mut refused = pool.acquire(soon, &[], 1).await.unwrap();
+        refused.sent();
+        refused.refused();
+        drop(refused);
+        assert_eq!(registry.view()[0].unanswered, 0);
+        assert!(registry.view()[0].down);
+        assert!(registry.heartbeat("a", false));
+        assert!(registry.serves("m"));
+    }
+
     /// A pool of a GPU and a small CPU instance (kairos.txt Fig. 5): a large batch is
     /// matched to the GPU even while the CPU is free, a small one takes the CPU.
     #[tokio::test]
