@@ -149,8 +149,10 @@ impl Store for MongoStore {
 /// Inserts queued documents in batches; on failure keeps them (oldest dropped beyond the
 /// backlog) and retries with a growing pause, so an outage delays writes, never loses
 /// recent ones. Exactly once: every document gets its `_id` when it is queued, batches
-/// are unordered, and a retry's duplicate-key errors are documents an earlier, partly
-/// failed attempt already wrote ([`written_before`]).
+/// are unordered, and a batch whose only failures are per-document is done
+/// ([`settled`]): a duplicate key is a document an earlier, partly failed attempt
+/// already wrote, any other is a document the server will never take (dropped and
+/// counted, so it cannot block the queue).
 async fn write_behind(
     db: mongodb::Database,
     mut receiver: tokio::sync::mpsc::Receiver<(Collection, Value)>,
@@ -187,7 +189,7 @@ async fn write_behind(
             .await;
         match result
             .map(drop)
-            .or_else(|e| if written_before(&e) { Ok(()) } else { Err(e) })
+            .or_else(|e| if settled(&e) { Ok(()) } else { Err(e) })
         {
             Ok(()) => {
                 pending.drain(..size);
@@ -221,20 +223,26 @@ async fn write_behind(
     }
 }
 
-/// Whether a failed batch failed only because some of its documents are already stored
-/// (duplicate `_id`, MongoDB error 11000): then every document of it is stored once.
-fn written_before(error: &mongodb::error::Error) -> bool {
+/// Whether a failed unordered batch is nevertheless done: the server took every document
+/// except those it reported one by one. A duplicate `_id` (MongoDB error 11000) is
+/// already stored; any other per-document error is final and that document is dropped.
+/// Anything else (no server, a write-concern error) leaves the batch to retry.
+fn settled(error: &mongodb::error::Error) -> bool {
     const DUPLICATE_KEY: i32 = 11000;
-    match error.kind.as_ref() {
-        mongodb::error::ErrorKind::InsertMany(failure) => {
-            failure.write_concern_error.is_none()
-                && failure
-                    .write_errors
-                    .as_ref()
-                    .is_some_and(|errors| errors.iter().all(|e| e.code == DUPLICATE_KEY))
-        }
-        _ => false,
+    let mongodb::error::ErrorKind::InsertMany(failure) = error.kind.as_ref() else {
+        return false;
+    };
+    let Some(errors) = failure.write_errors.as_ref() else {
+        return false;
+    };
+    if failure.write_concern_error.is_some() {
+        return false;
     }
+    for e in errors.iter().filter(|e| e.code != DUPLICATE_KEY) {
+        tracing::warn!(code = e.code, message = %e.message, "MongoDB refused a document; dropped");
+        metrics::counter!("cocktail_master_store_dropped_total").increment(1);
+    }
+    true
 }
 
 fn push(
