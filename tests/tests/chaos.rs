@@ -254,7 +254,7 @@ async fn a_hung_worker_is_taken_out_of_rotation_and_replaced() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restarted_master_gets_its_workers_back() {
+async fn a_master_killed_under_load_gets_its_workers_back() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let port = free_port().to_string();
     let args: Vec<String> = ["--port", &port, "--deadline-grace-ms", "200"]
