@@ -12,7 +12,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::controller::{Controller, ControllerConfig};
 use crate::http::{AppState, configure};
-use crate::provider::local::{LocalConfig, LocalProvider};
+use crate::provider::local::{LocalConfig, LocalProvider, Processes};
 use crate::store::{MemoryStore, MongoStore, Store};
 use crate::{Master, MasterConfig, MasterError};
 
@@ -84,7 +84,7 @@ pub async fn serve(
                     });
                     provider
                 }
-                () => LocalProvider::start(resources.local, resources.catalog.clone())?,
+                () => LocalProvider::start(resources.local, Processes, resources.catalog.clone())?,
             };
             let store: Arc<dyn Store> = match &resources.mongo_url {
                 Some(url) => Arc::new(MongoStore::start(url, &resources.mongo_db).await?),

@@ -1,9 +1,11 @@
 //! Where instances come from. A provider launches, lists and terminates instances, knows
 //! their spot prices and reports spot interruptions. `local` runs real worker processes
-//! on this host; `ec2` (feature `ec2`) will use the AWS SDK.
+//! on this host and `docker` containers, both in a cloud emulated here (`emulated`);
+//! `ec2` (feature `ec2`) uses the AWS SDK.
 
 #[cfg(feature = "ec2")]
 pub mod ec2;
+pub mod emulated;
 pub mod local;
 
 use futures_util::future::BoxFuture;
