@@ -11,6 +11,7 @@ use cocktail_common::catalog::Catalog;
 use cocktail_master::autoscale::AutoscaleConfig;
 use cocktail_master::controller::{ControllerConfig, MixConfig, Optimiser, Policy};
 use cocktail_master::mix::MAX_TYPES;
+use cocktail_master::provider::docker::DockerConfig;
 use cocktail_master::provider::local::LocalConfig;
 use cocktail_master::selection::SelectionConfig;
 use cocktail_master::server::Resources;
@@ -75,10 +76,11 @@ struct Args {
 /// The resource controller (off unless `--provider` is given).
 #[derive(Debug, clap::Args)]
 struct ResourceArgs {
-    /// Where instances come from: `local` (worker processes on this host) or `ec2`
-    /// (needs the `ec2` cargo feature).
-    #[arg(long, env = "COCKTAIL_PROVIDER")]
-    provider: Option<String>,
+    /// Where instances come from: `local` (worker processes on this host), `docker`
+    /// (worker containers, through the Docker Engine API) or `ec2` (needs the `ec2` cargo
+    /// feature).
+    #[arg(long, env = "COCKTAIL_PROVIDER", value_enum)]
+    provider: Option<ProviderKind>,
     /// Seconds between predictive autoscaling steps (Ts).
     #[arg(long, env = "COCKTAIL_CONTROLLER_INTERVAL_S", default_value_t = 60.0)]
     controller_interval_s: f64,
@@ -203,9 +205,19 @@ struct ResourceArgs {
     /// EC2: the AMI with cocktail-worker installed.
     #[arg(long, env = "COCKTAIL_EC2_IMAGE_ID")]
     ec2_image_id: Option<String>,
-    /// EC2: the master URL as the instances reach it.
+    /// EC2 and Docker: the master's URL as the instances reach it.
     #[arg(long, env = "COCKTAIL_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Docker: the image whose `cocktail-worker` the instances run.
+    #[arg(long, env = "COCKTAIL_DOCKER_IMAGE", default_value = "cocktail:latest")]
+    docker_image: String,
+    /// Docker: the network the instances join (the master must be on it too).
+    #[arg(long, env = "COCKTAIL_DOCKER_NETWORK", default_value = "cocktail")]
+    docker_network: String,
+    /// Docker: names this master's containers; the ones an earlier master of the same
+    /// name left are removed at start.
+    #[arg(long, env = "COCKTAIL_DOCKER_CLUSTER", default_value = "cocktail")]
+    docker_cluster: String,
     /// The worker binary the local provider starts (default: next to this one).
     #[arg(long, env = "COCKTAIL_WORKER_BIN")]
     worker_bin: Option<PathBuf>,
@@ -219,12 +231,10 @@ fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
 }
 
 fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<Resources>> {
-    let ec2 = match args.provider.as_deref() {
-        None => return Ok(None),
-        Some("local") => false,
-        Some("ec2") => true,
-        Some(other) => anyhow::bail!("`--provider` must be `local` or `ec2`; given `{other}`"),
+    let Some(provider) = args.provider else {
+        return Ok(None);
     };
+    let ec2 = provider == ProviderKind::Ec2;
     #[cfg(not(feature = "ec2"))]
     if ec2 {
         anyhow::bail!("this master was built without the `ec2` cargo feature");
@@ -238,7 +248,7 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
         Some(path) => path,
         None => std::env::current_exe()?.with_file_name("cocktail-worker"),
     };
-    if !worker_bin.is_file() {
+    if provider == ProviderKind::Local && !worker_bin.is_file() {
         anyhow::bail!(
             "{} is missing: build it with `cargo build --workspace --bins`",
             worker_bin.display()
@@ -309,10 +319,32 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
         } else {
             None
         },
+        docker: match provider {
+            ProviderKind::Docker => Some(DockerConfig {
+                image: args.docker_image,
+                network: args.docker_network,
+                master_url: args.public_url.clone().ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "`--public-url` (the master's URL as the containers reach it) is required with `--provider docker`"
+                    )
+                })?,
+                cluster: args.docker_cluster,
+                port: 9000,
+            }),
+            _ => None,
+        },
         catalog,
         mongo_url: args.mongo_url,
         mongo_db: args.mongo_db,
     }))
+}
+
+/// Where the resource controller's instances come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProviderKind {
+    Local,
+    Docker,
+    Ec2,
 }
 
 fn main() -> ExitCode {

@@ -12,6 +12,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::controller::{Controller, ControllerConfig};
 use crate::http::{AppState, configure};
+use crate::provider::docker::Containers;
+use crate::provider::emulated::Emulated;
 use crate::provider::local::{LocalConfig, LocalProvider, Processes};
 use crate::store::{MemoryStore, MongoStore, Store};
 use crate::{Master, MasterConfig, MasterError};
@@ -26,6 +28,8 @@ pub struct Resources {
     /// EC2 instead of the local provider.
     #[cfg(feature = "ec2")]
     pub ec2: Option<crate::provider::ec2::Ec2Config>,
+    /// Worker containers instead of processes.
+    pub docker: Option<crate::provider::docker::DockerConfig>,
     /// MongoDB for the controller's state (`None`: in-process), and its database.
     pub mongo_url: Option<String>,
     pub mongo_db: String,
@@ -83,6 +87,17 @@ pub async fn serve(
                         }
                     });
                     provider
+                }
+                () if resources.docker.is_some() => {
+                    let docker = resources
+                        .docker
+                        .clone()
+                        .ok_or_else(|| MasterError::Internal("docker".into()))?;
+                    Emulated::start(
+                        resources.local,
+                        Containers::connect(docker).await?,
+                        resources.catalog.clone(),
+                    )?
                 }
                 () => LocalProvider::start(resources.local, Processes, resources.catalog.clone())?,
             };

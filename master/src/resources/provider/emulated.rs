@@ -48,7 +48,7 @@ pub struct LocalConfig {
 }
 
 /// The worker one instance runs, as a [`Runtime`] starts it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WorkerSpec {
     /// The instance id, which the worker registers under.
     pub id: String,
@@ -56,6 +56,9 @@ pub struct WorkerSpec {
     pub instance_type: String,
     /// ONNX Runtime intra-op threads.
     pub threads: usize,
+    /// The type's size, for runtimes that can limit a worker to it.
+    pub vcpus: u32,
+    pub memory_gib: f64,
 }
 
 impl WorkerSpec {
@@ -298,6 +301,8 @@ impl<R: Runtime> Emulated<R> {
             model: model.to_owned(),
             instance_type: ty.name.clone(),
             threads: (ty.vcpus as usize).clamp(1, self.config.max_threads.max(1)),
+            vcpus: ty.vcpus,
+            memory_gib: ty.memory_gib,
         }
     }
 

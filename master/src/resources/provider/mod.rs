@@ -3,6 +3,7 @@
 //! on this host and `docker` containers, both in a cloud emulated here (`emulated`);
 //! `ec2` (feature `ec2`) uses the AWS SDK.
 
+pub mod docker;
 #[cfg(feature = "ec2")]
 pub mod ec2;
 pub mod emulated;

@@ -1,0 +1,266 @@
+//! The docker provider: each instance of the emulated cloud ([`super::emulated`]) is a
+//! container of the project's image running `cocktail-worker`, started through the
+//! Docker Engine API (bollard, over the socket mounted into the master's container) on
+//! the compose network, labelled with its cluster, pool and instance, and limited to its
+//! catalog type's vCPUs (at most this host's cores) and memory. The containers a master
+//! left behind (it crashed) are removed when the next one starts; the master terminates
+//! those it launched when it stops.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
+    RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+};
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+
+use super::emulated::{LocalConfig, Runtime, WorkerSpec};
+use crate::MasterError;
+
+/// Seconds a worker has to drain after SIGTERM before Docker kills it.
+const DRAIN_GRACE_S: i32 = 35;
+/// How often a container's state is read, to notice one that exited.
+const WATCH_PERIOD: Duration = Duration::from_secs(1);
+/// Labels on every container this provider starts.
+pub const CLUSTER_LABEL: &str = "io.cocktail.cluster";
+pub const POOL_LABEL: &str = "io.cocktail.pool";
+pub const INSTANCE_LABEL: &str = "io.cocktail.instance";
+
+#[derive(Debug, Clone)]
+pub struct DockerConfig {
+    /// The image whose `cocktail-worker` the containers run.
+    pub image: String,
+    /// The Docker network the containers join (compose's); the master must be on it.
+    pub network: String,
+    /// The master's URL as the containers reach it, e.g. `http://master:8080`.
+    pub master_url: String,
+    /// Names this master's containers (label and name prefix): leftovers with it are
+    /// removed at start.
+    pub cluster: String,
+    /// The port the worker listens on inside its container.
+    pub port: u16,
+}
+
+/// Workers as containers.
+#[derive(Debug)]
+pub struct Containers {
+    docker: Docker,
+    config: DockerConfig,
+    /// This host's cores: a type's vCPUs beyond them cannot be granted.
+    host_cpus: usize,
+}
+
+/// A running worker container, watched for its exit.
+#[derive(Debug)]
+pub struct Container {
+    name: String,
+    exited: Arc<AtomicBool>,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+fn docker_error(what: &str) -> impl Fn(bollard::errors::Error) -> MasterError + '_ {
+    move |e| MasterError::Provider(format!("docker {what}: {e}"))
+}
+
+impl Containers {
+    /// Connects to the Docker daemon (`DOCKER_HOST`, else the local socket), checks that
+    /// it answers, and removes the containers a previous master of `cluster` left.
+    pub async fn connect(config: DockerConfig) -> Result<Self, MasterError> {
+        let docker = Docker::connect_with_local_defaults().map_err(docker_error("connect"))?;
+        docker.ping().await.map_err(docker_error("ping"))?;
+        let containers = Self {
+            docker,
+            config,
+            host_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        containers.remove_leftovers().await?;
+        Ok(containers)
+    }
+
+    async fn remove_leftovers(&self) -> Result<(), MasterError> {
+        let filters: HashMap<&str, Vec<String>> = HashMap::from([(
+            "label",
+            vec![format!("{CLUSTER_LABEL}={}", self.config.cluster)],
+        )]);
+        let leftovers = self
+            .docker
+            .list_containers(Some(
+                ListContainersOptionsBuilder::default()
+                    .all(true)
+                    .filters(&filters)
+                    .build(),
+            ))
+            .await
+            .map_err(docker_error("list"))?;
+        for leftover in leftovers {
+            let Some(id) = leftover.id else { continue };
+            tracing::warn!(container = %id, cluster = %self.config.cluster, "removing a container an earlier master left");
+            self.docker
+                .remove_container(
+                    &id,
+                    Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                )
+                .await
+                .map_err(docker_error("remove"))?;
+        }
+        Ok(())
+    }
+
+    /// The container's name: the cluster and the instance id, as Docker allows them.
+    fn name(&self, id: &str) -> String {
+        format!("{}-{id}", self.config.cluster)
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect()
+    }
+
+    fn body(&self, local: &LocalConfig, spec: &WorkerSpec, name: &str) -> ContainerCreateBody {
+        let mut args = spec.args(local, &self.config.master_url);
+        args.extend([
+            "--host".to_owned(),
+            "0.0.0.0".to_owned(),
+            "--port".to_owned(),
+            self.config.port.to_string(),
+            "--advertise-url".to_owned(),
+            format!("http://{name}:{}", self.config.port),
+        ]);
+        if let Some(zoo) = &local.zoo {
+            args.extend(["--zoo".to_owned(), zoo.display().to_string()]);
+        }
+        let labels = HashMap::from([
+            (CLUSTER_LABEL.to_owned(), self.config.cluster.clone()),
+            (POOL_LABEL.to_owned(), spec.model.clone()),
+            (INSTANCE_LABEL.to_owned(), spec.id.clone()),
+            (
+                "io.cocktail.instance-type".to_owned(),
+                spec.instance_type.clone(),
+            ),
+        ]);
+        let cpus = f64::from(spec.vcpus).min(self.host_cpus as f64).max(0.01);
+        ContainerCreateBody {
+            image: Some(self.config.image.clone()),
+            entrypoint: Some(vec!["cocktail-worker".to_owned()]),
+            cmd: Some(args),
+            env: Some(vec!["RUST_LOG=warn".to_owned()]),
+            labels: Some(labels),
+            host_config: Some(HostConfig {
+                nano_cpus: Some((cpus * 1e9) as i64),
+                memory: Some((spec.memory_gib * 1024.0 * 1024.0 * 1024.0) as i64),
+                network_mode: Some(self.config.network.clone()),
+                init: Some(true),
+                ..HostConfig::default()
+            }),
+            ..ContainerCreateBody::default()
+        }
+    }
+}
+
+impl Runtime for Containers {
+    type Worker = Container;
+
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+
+    fn start<'a>(
+        &'a self,
+        local: &'a LocalConfig,
+        spec: &'a WorkerSpec,
+    ) -> BoxFuture<'a, Result<Container, MasterError>> {
+        async move {
+            let name = self.name(&spec.id);
+            let body = self.body(local, spec, &name);
+            self.docker
+                .create_container(
+                    Some(CreateContainerOptionsBuilder::default().name(&name).build()),
+                    body,
+                )
+                .await
+                .map_err(docker_error("create"))?;
+            self.docker
+                .start_container(&name, None)
+                .await
+                .map_err(docker_error("start"))?;
+            let exited = Arc::new(AtomicBool::new(false));
+            let watcher = tokio::spawn(watch(
+                self.docker.clone(),
+                name.clone(),
+                Arc::clone(&exited),
+            ));
+            Ok(Container {
+                name,
+                exited,
+                watcher,
+            })
+        }
+        .boxed()
+    }
+
+    fn stop(&self, container: Container) -> BoxFuture<'_, ()> {
+        async move {
+            container.watcher.abort();
+            let stopped = self
+                .docker
+                .stop_container(
+                    &container.name,
+                    Some(StopContainerOptionsBuilder::default().t(DRAIN_GRACE_S).build()),
+                )
+                .await;
+            if let Err(e) = stopped {
+                tracing::debug!(container = %container.name, error = %e, "stop");
+            }
+            if let Err(e) = self
+                .docker
+                .remove_container(
+                    &container.name,
+                    Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                )
+                .await
+            {
+                tracing::warn!(container = %container.name, error = %e, "cannot remove the container");
+            }
+        }
+        .boxed()
+    }
+
+    fn exited(&self, container: &mut Container) -> bool {
+        container.exited.load(Ordering::Acquire)
+    }
+}
+
+/// Reads the container's state every [`WATCH_PERIOD`] until it is no longer running.
+async fn watch(docker: Docker, name: String, exited: Arc<AtomicBool>) {
+    loop {
+        tokio::time::sleep(WATCH_PERIOD).await;
+        let running = match docker
+            .inspect_container(&name, None::<InspectContainerOptions>)
+            .await
+        {
+            Ok(inspected) => inspected
+                .state
+                .is_some_and(|s| s.running.unwrap_or(false) || s.restarting.unwrap_or(false)),
+            // Gone (removed behind our back), or the daemon is unreachable: only the
+            // former means exited, and a missing container answers 404.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => false,
+            Err(_) => true,
+        };
+        if !running {
+            exited.store(true, Ordering::Release);
+            return;
+        }
+    }
+}
