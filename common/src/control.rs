@@ -23,10 +23,13 @@ pub struct Registration {
     /// Base URL the master reaches it at, e.g. `http://10.0.0.5:9000`.
     pub url: String,
     /// Requests it serves at once within the latency target (Cocktail §4.2.1).
+    #[serde(deserialize_with = "crate::whole::one")]
     pub packing_factor: u32,
     /// Items it queues beyond those in service before answering 429.
+    #[serde(deserialize_with = "crate::whole::one")]
     pub queue_items: usize,
     /// ONNX Runtime intra-op threads (the emulated instance size).
+    #[serde(deserialize_with = "crate::whole::one")]
     pub threads: usize,
     /// A burst instance (MArk's Lambda): it gets only the requests the regular
     /// instances of its pool cannot take at once.
@@ -50,6 +53,7 @@ pub struct Registered {
 pub struct Heartbeat {
     pub id: String,
     /// Items in service or queued right now.
+    #[serde(deserialize_with = "crate::whole::one")]
     pub in_flight: usize,
     pub draining: bool,
 }
