@@ -70,7 +70,10 @@ mod tests {
         assert_eq!(counts.one, 3);
         assert_eq!(counts.many, vec![1, -2, 9_007_199_254_740_993]);
         for (json, message) in [
-            (r#"{"one": 2.5, "many": []}"#, "expected an integer, given 2.5"),
+            (
+                r#"{"one": 2.5, "many": []}"#,
+                "expected an integer, given 2.5",
+            ),
             (r#"{"one": -1, "many": []}"#, "out of range"),
             (r#"{"one": 4294967296, "many": []}"#, "out of range"),
             (r#"{"one": 1, "many": [1e30]}"#, "out of range"),

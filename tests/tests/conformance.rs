@@ -82,12 +82,7 @@ async fn schemathesis(what: &str, base: &str, filter: &[&str]) {
     let output = tokio::time::timeout(Duration::from_secs(300), run)
         .await
         .unwrap_or_else(|_| panic!("schemathesis against the {what} took over 5 minutes"))
-        .unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (scripts/test.sh installs it)",
-                binary.display()
-            )
-        });
+        .unwrap_or_else(|e| panic!("{}: {e} (scripts/test.sh installs it)", binary.display()));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     println!(

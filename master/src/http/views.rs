@@ -4,11 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::openapi::schema::{Array, ArrayBuilder, KnownFormat, ObjectBuilder, SchemaFormat, Type};
+use utoipa::openapi::schema::{Array, ArrayBuilder, ObjectBuilder, Type};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::MemberFailure;
 use crate::controller::PoolReport;
+use crate::error::MemberFailure;
 use crate::mix::MAX_TYPES;
 use crate::provider::InstanceRecord;
 use crate::registry::InstanceView;
@@ -87,9 +87,27 @@ pub struct ItemVote {
     pub weight: f64,
 }
 
+/// The fields of `/v1/classify`, in JSON or as form parts; any other is refused.
+pub const CLASSIFY_FIELDS: [&str; 9] = [
+    "task",
+    "image",
+    "text",
+    "latency_ms",
+    "accuracy",
+    "objective",
+    "label",
+    "scheme",
+    "id",
+];
+
 /// `POST /v1/classify` as JSON: one image (base64 PNG/JPEG) or one text, and the
-/// constraints. As `multipart/form-data`, the same fields are parts and `image` is a file.
+/// constraints.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(
+    dead_code,
+    reason = "a schema only: the handler reads the fields one by one, from JSON or a form"
+)]
 pub struct ClassifyRequest {
     /// The task to classify for, e.g. `fashion` or `sentiment`.
     pub task: String,
@@ -115,9 +133,41 @@ pub struct ClassifyRequest {
     pub id: Option<String>,
 }
 
+/// `POST /v1/classify` as `multipart/form-data`: the fields of [`ClassifyRequest`] as
+/// parts, with `image` a PNG or JPEG file.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(
+    dead_code,
+    reason = "a schema only: the handler reads the parts one by one"
+)]
+pub struct ClassifyForm {
+    pub task: String,
+    #[schema(value_type = Option<String>, format = Binary)]
+    pub image: Option<Vec<u8>>,
+    pub text: Option<String>,
+    #[schema(exclusive_minimum = 0.0, maximum = 60000.0)]
+    pub latency_ms: f64,
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub accuracy: f64,
+    pub objective: Option<ObjectiveName>,
+    /// A class index or label name.
+    pub label: Option<String>,
+    pub scheme: Option<SchemeName>,
+    pub id: Option<String>,
+}
+
+/// The 502 when no ensemble member answered: each member's error.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MembersFailed {
+    pub error: String,
+    pub error_type: String,
+    pub members: Vec<MemberFailure>,
+}
+
 /// `objective` of a constraint.
 #[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
+#[schema(rename_all = "lowercase")]
 pub enum ObjectiveName {
     Accuracy,
     Latency,
@@ -125,7 +175,7 @@ pub enum ObjectiveName {
 
 /// `scheme` of a request.
 #[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
+#[schema(rename_all = "lowercase")]
 pub enum SchemeName {
     Weighted,
     Majority,
@@ -209,13 +259,17 @@ pub struct Limit {
     pub limit: Option<usize>,
 }
 
+/// Most instances of one type a mix may ask for.
+pub const MAX_MIX_COUNT: u32 = 16;
+
 /// `PUT /v1/pools/{model}/mix`: the instances of each type a pool should have.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct MixRequest {
-    /// Catalog instance types, 1 to 4, each once.
-    #[schema(min_items = 1, max_items = 4, unique_items = true)]
+    /// Catalog instance types, 1 to 4.
+    #[schema(min_items = 1, max_items = 4)]
     pub types: Vec<String>,
     /// Instances of each type, 0 to 16 each, one per type.
+    #[serde(deserialize_with = "cocktail_common::whole::many")]
     #[schema(schema_with = mix_counts)]
     pub counts: Vec<u32>,
 }
@@ -225,9 +279,8 @@ fn mix_counts() -> Array {
         .items(
             ObjectBuilder::new()
                 .schema_type(Type::Integer)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::UInt32)))
                 .minimum(Some(0))
-                .maximum(Some(MAX_COUNT)),
+                .maximum(Some(MAX_MIX_COUNT)),
         )
         .min_items(Some(1))
         .max_items(Some(MAX_TYPES))

@@ -41,7 +41,10 @@ struct ApiDoc;
 /// An image model's item as the raw body: one PNG or JPEG file.
 #[derive(Debug, utoipa::ToSchema)]
 #[schema(format = Binary)]
-#[expect(dead_code, reason = "a schema only: the handler reads the body as bytes")]
+#[expect(
+    dead_code,
+    reason = "a schema only: the handler reads the body as bytes"
+)]
 pub struct RawImage(String);
 
 /// This document.

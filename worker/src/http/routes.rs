@@ -63,9 +63,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(endpoint("/v2/health/live", Method::GET, live))
         .service(endpoint("/v2/health/ready", Method::GET, ready))
         .service(endpoint("/v2/models/{model}", Method::GET, model_metadata))
-        .service(endpoint("/v2/models/{model}/ready", Method::GET, model_ready))
+        .service(endpoint(
+            "/v2/models/{model}/ready",
+            Method::GET,
+            model_ready,
+        ))
         .service(endpoint("/v2/models/{model}/infer", Method::POST, infer))
-        .service(endpoint("/openapi.json", Method::GET, super::openapi::document))
+        .service(endpoint(
+            "/openapi.json",
+            Method::GET,
+            super::openapi::document,
+        ))
         .service(endpoint("/metrics", Method::GET, metrics_text))
         .default_service(web::to(not_found));
 }

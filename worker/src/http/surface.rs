@@ -86,7 +86,9 @@ pub fn narrow_path_parameter(doc: &mut Value, name: &str, values: &[String]) {
 /// Narrows the string property `property` of the component schema `schema` to `values`.
 pub fn narrow_property(doc: &mut Value, schema: &str, property: &str, values: &[String]) {
     if let Some(property) = doc
-        .pointer_mut(&format!("/components/schemas/{schema}/properties/{property}"))
+        .pointer_mut(&format!(
+            "/components/schemas/{schema}/properties/{property}"
+        ))
         .and_then(Value::as_object_mut)
     {
         property.insert("enum".into(), json!(values));
