@@ -100,6 +100,8 @@ pub async fn document(state: web::Data<AppState>) -> HttpResponse {
         .flat_map(|t| t.models.iter().cloned())
         .collect();
     narrow_path_parameter(&mut doc, "task", &tasks);
+    narrow_property(&mut doc, "ClassifyRequest", "task", &tasks);
+    narrow_property(&mut doc, "ClassifyForm", "task", &tasks);
     narrow_property(&mut doc, "Registration", "model", &models);
     HttpResponse::Ok().json(doc)
 }
