@@ -97,7 +97,37 @@ pub fn narrow_property(doc: &mut Value, schema: &str, property: &str, values: &[
 
 #[cfg(test)]
 mod tests {
+    use actix_web::test::{TestRequest, call_service, init_service, read_body_json};
+    use actix_web::{App, http::Method};
+
     use super::*;
+
+    #[actix_web::test]
+    async fn undeclared_methods_get_405_with_allow_and_unknown_paths_a_json_404() {
+        let app = init_service(
+            App::new()
+                .service(endpoint("/v2/health/live", Method::GET, HttpResponse::Ok))
+                .default_service(web::to(not_found)),
+        )
+        .await;
+        let get = TestRequest::get().uri("/v2/health/live").to_request();
+        assert_eq!(call_service(&app, get).await.status(), StatusCode::OK);
+
+        let delete = TestRequest::delete().uri("/v2/health/live").to_request();
+        let response = call_service(&app, delete).await;
+        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(response.headers().get(header::ALLOW).unwrap(), "GET");
+        let body: ErrorBody = read_body_json(response).await;
+        assert_eq!(body.error_type, "method_not_allowed");
+        assert!(body.error.contains("DELETE"), "{}", body.error);
+
+        let unknown = TestRequest::get().uri("/v3/nothing").to_request();
+        let response = call_service(&app, unknown).await;
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        let body: ErrorBody = read_body_json(response).await;
+        assert_eq!(body.error_type, "not_found");
+        assert!(body.error.contains("/v3/nothing"), "{}", body.error);
+    }
 
     #[test]
     fn narrowing_touches_only_the_named_parameter_and_property() {
