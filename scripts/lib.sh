@@ -62,3 +62,10 @@ setup_moto() {
   pip_venv "$DEPS/moto" "moto[server,ec2]" moto_server
   export COCKTAIL_MOTO="$DEPS/moto/bin/moto_server"
 }
+
+# setup_schemathesis: the API conformance checker for the tests, PyPI schemathesis in its
+# own venv. Exports COCKTAIL_SCHEMATHESIS.
+setup_schemathesis() {
+  pip_venv "$DEPS/schemathesis" "schemathesis>=4,<5" schemathesis
+  export COCKTAIL_SCHEMATHESIS="$DEPS/schemathesis/bin/schemathesis"
+}

@@ -12,6 +12,8 @@ apt_install fonts-dejavu-core
 setup_mongo
 # ... and the EC2 emulator (the ec2 provider's tests).
 setup_moto
+# ... and schemathesis (the API conformance tests fuzz master and worker with it).
+setup_schemathesis
 cd "$ROOT"
 log "cargo fmt --check"
 cargo fmt --all --check

@@ -10,6 +10,10 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+/// The largest count a control-plane field takes (`u32::MAX`); `/openapi.json` states it
+/// and the master refuses more.
+pub const MAX_COUNT: usize = 4_294_967_295;
+
 /// Heartbeats an instance may miss before the master drops it.
 pub const MISSED_HEARTBEATS: u32 = 3;
 
@@ -17,16 +21,24 @@ pub const MISSED_HEARTBEATS: u32 = 3;
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, ToSchema)]
 pub struct Registration {
     /// Unique per worker process (default `MODEL@URL`).
+    #[schema(min_length = 1, max_length = 256)]
     pub id: String,
     /// The zoo model it serves.
     pub model: String,
     /// Base URL the master reaches it at, e.g. `http://10.0.0.5:9000`.
+    #[schema(pattern = "^https?://")]
     pub url: String,
     /// Requests it serves at once within the latency target (Cocktail §4.2.1).
+    #[serde(deserialize_with = "crate::whole::one")]
+    #[schema(value_type = u64, maximum = 4_294_967_295_u64)]
     pub packing_factor: u32,
     /// Items it queues beyond those in service before answering 429.
+    #[serde(deserialize_with = "crate::whole::one")]
+    #[schema(maximum = 4_294_967_295_u64)]
     pub queue_items: usize,
     /// ONNX Runtime intra-op threads (the emulated instance size).
+    #[serde(deserialize_with = "crate::whole::one")]
+    #[schema(maximum = 4_294_967_295_u64)]
     pub threads: usize,
     /// A burst instance (MArk's Lambda): it gets only the requests the regular
     /// instances of its pool cannot take at once.
@@ -50,6 +62,8 @@ pub struct Registered {
 pub struct Heartbeat {
     pub id: String,
     /// Items in service or queued right now.
+    #[serde(deserialize_with = "crate::whole::one")]
+    #[schema(maximum = 4_294_967_295_u64)]
     pub in_flight: usize,
     pub draining: bool,
 }

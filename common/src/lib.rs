@@ -10,6 +10,7 @@ pub mod latency;
 pub mod oip;
 pub mod predictions;
 pub mod testset;
+pub mod whole;
 pub mod zoo;
 
 pub use error::CommonError;

@@ -20,9 +20,11 @@ pub struct InferRequest {
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 pub struct RequestInput {
     pub name: String,
+    #[serde(deserialize_with = "crate::whole::many")]
     pub shape: Vec<i64>,
     pub datatype: String,
-    #[schema(value_type = Vec<Object>)]
+    /// Flat or nested row-major values: numbers for numeric types, strings for BYTES.
+    #[schema(value_type = Vec<Value>)]
     pub data: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
@@ -49,8 +51,17 @@ pub struct ResponseOutput {
     pub name: String,
     pub shape: Vec<i64>,
     pub datatype: String,
-    #[schema(value_type = Vec<Object>)]
+    /// Flat row-major values: numbers for numeric types, strings for BYTES.
+    #[schema(value_type = Vec<Value>)]
     pub data: Value,
+}
+
+/// `GET /v2` response body: the server's name, version and protocol extensions.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct ServerMetadata {
+    pub name: String,
+    pub version: String,
+    pub extensions: Vec<String>,
 }
 
 /// `GET /v2/models/{model}` response body.

@@ -18,12 +18,16 @@ pub enum MasterError {
     Malformed(String),
     #[error("body is over the limit of {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    #[error("unsupported media type: {0}")]
+    UnsupportedMediaType(String),
     #[error("unknown task `{task}`; this master serves {known}")]
     UnknownTask { task: String, known: String },
     #[error("no request `{id}` is waiting for feedback (unknown, already labelled or expired)")]
     UnknownRequest { id: String },
     #[error("no worker instance `{id}` is registered")]
     UnknownInstance { id: String },
+    #[error("`{model}` is not a pool this controller manages")]
+    UnknownPool { model: String },
     #[error("no worker of task `{task}` is registered yet; retry shortly")]
     NoWorkers { task: String },
     /// Every member refused the input as the client's mistake; their answer is passed on.
@@ -67,9 +71,11 @@ impl MasterError {
             Self::InvalidInput { .. } => "invalid_input",
             Self::Malformed(_) => "malformed",
             Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::UnknownTask { .. } => "unknown_task",
             Self::UnknownRequest { .. } => "unknown_request",
             Self::UnknownInstance { .. } => "unknown_instance",
+            Self::UnknownPool { .. } => "unknown_pool",
             Self::NoWorkers { .. } => "no_workers",
             Self::Rejected { error_type, .. } => error_type,
             Self::AllMembersFailed(_) => "members_failed",

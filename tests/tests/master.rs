@@ -230,6 +230,13 @@ async fn an_image_and_a_sentence_are_classified_by_ensembles_shared_through_redi
         "/v1/classify",
         "/v1/feedback",
         "/v1/workers/register",
+        "/v1/pools",
+        "/v1/pools/{model}/mix",
+        "/v1/mix-decisions",
+        "/v1/instances",
+        "/v1/decisions",
+        "/v1/cost",
+        "/metrics",
     ] {
         assert!(
             openapi["paths"][path].is_object(),

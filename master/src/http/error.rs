@@ -6,6 +6,7 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use cocktail_common::oip::ErrorBody;
 
+use super::views::MembersFailed;
 use crate::MasterError;
 
 impl ResponseError for MasterError {
@@ -14,9 +15,11 @@ impl ResponseError for MasterError {
             Self::InvalidInput { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Malformed(_) => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::UnknownTask { .. }
             | Self::UnknownRequest { .. }
             | Self::UnknownInstance { .. }
+            | Self::UnknownPool { .. }
             | Self::NoController => StatusCode::NOT_FOUND,
             Self::NoWorkers { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Rejected { status, .. } => {
@@ -40,11 +43,11 @@ impl ResponseError for MasterError {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from_static("1")));
         }
         if let Self::AllMembersFailed(failures) = self {
-            return response.json(serde_json::json!({
-                "error": error,
-                "error_type": self.kind(),
-                "members": failures,
-            }));
+            return response.json(MembersFailed {
+                error,
+                error_type: self.kind().to_owned(),
+                members: failures.clone(),
+            });
         }
         response.json(ErrorBody {
             error,

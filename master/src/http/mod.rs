@@ -5,5 +5,6 @@
 mod error;
 mod openapi;
 mod routes;
+mod views;
 
 pub use routes::{AppState, configure};

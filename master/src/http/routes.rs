@@ -4,16 +4,28 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_multipart::Multipart;
+use actix_web::error::JsonPayloadError;
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
-use cocktail_common::control::{Deregistration, Heartbeat, Notice, Registered, Registration};
-use cocktail_common::oip::{ModelMetadata, TensorMetadata};
+use cocktail_common::control::{
+    Deregistration, Heartbeat, MAX_COUNT, Notice, Registered, Registration,
+};
+use cocktail_common::oip::{
+    ErrorBody, InferRequest, InferResponse, ModelMetadata, ServerMetadata, TensorMetadata,
+};
+use cocktail_worker::http::surface::{endpoint, not_found};
 use futures_util::StreamExt as _;
 use metrics_exporter_prometheus::PrometheusHandle;
-use serde::Deserialize;
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::controller::Controller;
+use super::views::{
+    CLASSIFY_FIELDS, Classified, ClassifyForm, ClassifyRequest, DecisionList, EnsembleList,
+    EnsembleView, Feedback, FeedbackApplied, InstanceList, ItemVote, Limit, MAX_MIX_COUNT,
+    MembersFailed, MixChanged, MixRequest, ModelSummary, PoolList, Provenance, TaskList,
+    TaskSummary, WorkerList,
+};
+use crate::controller::{Controller, CostReport};
 use crate::mix::MAX_TYPES;
 use crate::request::{self, MAX_BODY_BYTES, SingleItem, ValidRequest};
 use crate::service::Answer;
@@ -39,47 +51,72 @@ impl AppState {
 type Result<T> = std::result::Result<T, MasterError>;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    use actix_web::http::Method;
     cfg.app_data(
         web::JsonConfig::default()
-            .limit(64 * 1024)
-            .error_handler(|e, _| MasterError::Malformed(e.to_string()).into()),
+            .limit(JSON_BODY_BYTES)
+            .error_handler(|e, _| json_error(e).into()),
     )
     .app_data(
         web::QueryConfig::default()
             .error_handler(|e, _| MasterError::invalid("query", e.to_string()).into()),
     )
-    .route("/v2", web::get().to(server_metadata))
-    .route("/v2/health/live", web::get().to(live))
-    .route("/v2/health/ready", web::get().to(ready))
-    .route("/v2/models", web::get().to(list_tasks))
-    .route("/v2/models/{task}", web::get().to(task_metadata))
-    .route("/v2/models/{task}/ready", web::get().to(task_ready))
-    .route("/v2/models/{task}/infer", web::post().to(infer))
-    .route("/v1/classify", web::post().to(classify))
-    .route("/v1/feedback", web::post().to(feedback))
-    .route("/v1/ensembles", web::get().to(ensembles))
-    .route("/v1/workers", web::get().to(workers))
-    .route("/v1/workers/register", web::post().to(register))
-    .route("/v1/workers/heartbeat", web::post().to(heartbeat))
-    .route("/v1/workers/notice", web::post().to(notice))
-    .route("/v1/workers/deregister", web::post().to(deregister))
-    .route("/v1/pools", web::get().to(pools))
-    .route("/v1/pools/{model}/mix", web::put().to(set_mix))
-    .route("/v1/mix-decisions", web::get().to(mix_decisions))
-    .route("/v1/instances", web::get().to(instances))
-    .route("/v1/decisions", web::get().to(decisions))
-    .route("/v1/cost", web::get().to(cost))
-    .route("/openapi.json", web::get().to(super::openapi::document))
-    .route("/metrics", web::get().to(metrics_text));
+    .service(endpoint("/v2", Method::GET, server_metadata))
+    .service(endpoint("/v2/health/live", Method::GET, live))
+    .service(endpoint("/v2/health/ready", Method::GET, ready))
+    .service(endpoint("/v2/models", Method::GET, list_tasks))
+    .service(endpoint("/v2/models/{task}", Method::GET, task_metadata))
+    .service(endpoint("/v2/models/{task}/ready", Method::GET, task_ready))
+    .service(endpoint("/v2/models/{task}/infer", Method::POST, infer))
+    .service(endpoint("/v1/classify", Method::POST, classify))
+    .service(endpoint("/v1/feedback", Method::POST, feedback))
+    .service(endpoint("/v1/ensembles", Method::GET, ensembles))
+    .service(endpoint("/v1/workers", Method::GET, workers))
+    .service(endpoint("/v1/workers/register", Method::POST, register))
+    .service(endpoint("/v1/workers/heartbeat", Method::POST, heartbeat))
+    .service(endpoint("/v1/workers/notice", Method::POST, notice))
+    .service(endpoint("/v1/workers/deregister", Method::POST, deregister))
+    .service(endpoint("/v1/pools", Method::GET, pools))
+    .service(endpoint("/v1/pools/{model}/mix", Method::PUT, set_mix))
+    .service(endpoint("/v1/mix-decisions", Method::GET, mix_decisions))
+    .service(endpoint("/v1/instances", Method::GET, instances))
+    .service(endpoint("/v1/decisions", Method::GET, decisions))
+    .service(endpoint("/v1/cost", Method::GET, cost))
+    .service(endpoint(
+        "/openapi.json",
+        Method::GET,
+        super::openapi::document,
+    ))
+    .service(endpoint("/metrics", Method::GET, metrics_text))
+    .default_service(web::to(not_found));
 }
 
-#[utoipa::path(get, path = "/v2", responses((status = 200, description = "Server metadata")))]
+/// Largest JSON body of the control plane, feedback and mixes.
+const JSON_BODY_BYTES: usize = 64 * 1024;
+
+/// A JSON body the extractor refused: 415 for another media type, 413 over the limit,
+/// else 400 naming what is wrong.
+fn json_error(error: JsonPayloadError) -> MasterError {
+    match error {
+        JsonPayloadError::ContentType => {
+            MasterError::UnsupportedMediaType("the body must be `application/json`".into())
+        }
+        JsonPayloadError::Overflow { .. } | JsonPayloadError::OverflowKnownLength { .. } => {
+            MasterError::PayloadTooLarge {
+                limit: JSON_BODY_BYTES,
+            }
+        }
+        other => MasterError::Malformed(other.to_string()),
+    }
+}
+
+#[utoipa::path(get, path = "/v2", responses((status = 200, description = "Server metadata", body = ServerMetadata)))]
 pub async fn server_metadata() -> HttpResponse {
-    HttpResponse::Ok().json(json!({
-        "name": "cocktail-master",
-        "version": env!("CARGO_PKG_VERSION"),
-        "extensions": ["cocktail-constraints"],
-    }))
+    HttpResponse::Ok().json(ServerMetadata {
+        name: "cocktail-master".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        extensions: vec!["cocktail-constraints".into()],
+    })
 }
 
 #[utoipa::path(get, path = "/v2/health/live", responses((status = 200, description = "Alive")))]
@@ -107,32 +144,36 @@ fn task_is_ready(master: &Master, task: &str) -> bool {
         .is_some_and(|t| t.models.iter().any(|m| master.registry.serves(m)))
 }
 
-#[utoipa::path(get, path = "/v2/models", responses((status = 200, description = "The tasks served, their models and readiness")))]
+#[utoipa::path(get, path = "/v2/models", responses((status = 200, description = "The tasks served, their models and readiness", body = TaskList)))]
 pub async fn list_tasks(state: web::Data<AppState>) -> HttpResponse {
     let master = &state.master;
-    let tasks: Vec<Value> = master
+    let models = master
         .tasks
         .values()
-        .map(|t| {
-            json!({
-                "name": t.name,
-                "ready": task_is_ready(master, &t.name),
-                "labels": t.labels,
-                "models": t.models.iter().zip(&t.candidates).map(|(m, c)| json!({
-                    "name": m,
-                    "accuracy": c.accuracy,
-                    "latency_ms": c.latency_ms,
-                    "packing_factor": c.packing_factor,
-                    "ready": master.registry.serves(m),
-                })).collect::<Vec<_>>(),
-            })
+        .map(|t| TaskSummary {
+            name: t.name.clone(),
+            ready: task_is_ready(master, &t.name),
+            labels: t.labels.clone(),
+            models: t
+                .models
+                .iter()
+                .zip(&t.candidates)
+                .map(|(m, c)| ModelSummary {
+                    name: m.clone(),
+                    accuracy: c.accuracy,
+                    latency_ms: c.latency_ms,
+                    packing_factor: c.packing_factor,
+                    ready: master.registry.serves(m),
+                })
+                .collect(),
         })
         .collect();
-    HttpResponse::Ok().json(json!({ "models": tasks }))
+    HttpResponse::Ok().json(TaskList { models })
 }
 
-#[utoipa::path(get, path = "/v2/models/{task}", params(("task" = String, Path)),
-    responses((status = 200, body = ModelMetadata), (status = 404, description = "Unknown task")))]
+#[utoipa::path(get, path = "/v2/models/{task}", params(("task" = String, Path, description = "A task this master serves")),
+    responses((status = 200, description = "Inputs and outputs of the task's ensembles", body = ModelMetadata),
+        (status = 404, description = "Unknown task", body = ErrorBody)))]
 pub async fn task_metadata(
     state: web::Data<AppState>,
     task: web::Path<String>,
@@ -168,8 +209,10 @@ pub async fn task_metadata(
     }))
 }
 
-#[utoipa::path(get, path = "/v2/models/{task}/ready", params(("task" = String, Path)),
-    responses((status = 200, description = "Ready"), (status = 503, description = "No worker yet"), (status = 404, description = "Unknown task")))]
+#[utoipa::path(get, path = "/v2/models/{task}/ready", params(("task" = String, Path, description = "A task this master serves")),
+    responses((status = 200, description = "Some model of the task has a worker"),
+        (status = 404, description = "Unknown task", body = ErrorBody),
+        (status = 503, description = "No worker of the task yet", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds")))))]
 pub async fn task_ready(
     state: web::Data<AppState>,
     task: web::Path<String>,
@@ -187,16 +230,17 @@ pub async fn task_ready(
 /// Classifies `n` items with the ensemble chosen for the constraints in `parameters`:
 /// `latency_ms` and `accuracy` (required), `objective` (`accuracy` or `latency`),
 /// `label` (one per item, to learn from) and `scheme` (`weighted`, `majority`, `average`).
-#[utoipa::path(post, path = "/v2/models/{task}/infer", params(("task" = String, Path)),
-    request_body = cocktail_common::oip::InferRequest,
+#[utoipa::path(post, path = "/v2/models/{task}/infer", params(("task" = String, Path, description = "A task this master serves")),
+    request_body(content = InferRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "Outputs `class`, `label`, `scores`; `parameters` holds the models, votes, weights, cache hit, degraded flag and interval", body = cocktail_common::oip::InferResponse),
-        (status = 400, description = "Malformed JSON"),
-        (status = 404, description = "Unknown task"),
-        (status = 413, description = "Body over 10 MB"),
-        (status = 422, description = "Invalid input or constraint, naming the field"),
-        (status = 502, description = "No member answered; lists each member's error"),
-        (status = 503, description = "No worker registered for the task")))]
+        (status = 200, description = "Outputs `class`, `label`, `scores`; `parameters` holds the models, votes, weights, cache hit, degraded flag and interval", body = InferResponse,
+            headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"))),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 404, description = "Unknown task", body = ErrorBody),
+        (status = 413, description = "Body over 10 MiB", body = ErrorBody),
+        (status = 422, description = "Invalid input or constraint, naming the field and the limit", body = ErrorBody),
+        (status = 502, description = "No member answered; `members` lists each member's error", body = MembersFailed),
+        (status = 503, description = "No worker registered for the task", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds")))))]
 pub async fn infer(
     state: web::Data<AppState>,
     task: web::Path<String>,
@@ -213,7 +257,7 @@ pub async fn infer(
 /// Encodes the answer and reports the master's own time (everything from the handler's
 /// start to the encoded answer, minus waiting for members) in a `Server-Timing` header and
 /// in `cocktail_master_overhead_seconds`.
-fn timed_json(started: Instant, answer: &Answer, value: &Value) -> Result<HttpResponse> {
+fn timed_json(started: Instant, answer: &Answer, value: &impl Serialize) -> Result<HttpResponse> {
     let body = serde_json::to_vec(value)
         .map_err(|e| MasterError::Internal(format!("encoding the answer: {e}")))?;
     let wait = Duration::from_micros(answer.wait_us);
@@ -243,21 +287,29 @@ async fn read_body(payload: web::Payload) -> Result<bytes::Bytes> {
 }
 
 /// What every answer reports about how it was made, besides the votes.
-fn provenance(answer: &Answer) -> Map<String, Value> {
-    let mut fields = Map::new();
-    fields.insert("models".into(), json!(answer.models));
-    fields.insert("failed".into(), json!(answer.failed));
-    fields.insert("scheme".into(), json!(answer.scheme));
-    fields.insert("cache_hit".into(), json!(answer.cache_hit));
-    fields.insert("degraded".into(), json!(answer.degraded));
-    fields.insert("interval".into(), answer.interval.clone());
-    fields.insert("master_us".into(), json!(answer.master_us));
-    fields.insert("wait_us".into(), json!(answer.wait_us));
-    fields
+fn provenance(answer: &Answer) -> Provenance {
+    Provenance {
+        models: answer.models.clone(),
+        failed: answer.failed.clone(),
+        scheme: answer.scheme,
+        cache_hit: answer.cache_hit,
+        degraded: answer.degraded,
+        interval: answer.interval.clone(),
+        master_us: answer.master_us,
+        wait_us: answer.wait_us,
+    }
+}
+
+/// [`provenance`] as the fields of a JSON object (OIP `parameters`).
+fn provenance_fields(answer: &Answer) -> Map<String, Value> {
+    match serde_json::to_value(provenance(answer)) {
+        Ok(Value::Object(fields)) => fields,
+        _ => Map::new(),
+    }
 }
 
 fn oip_response(answer: &Answer) -> Value {
-    let mut parameters = provenance(answer);
+    let mut parameters = provenance_fields(answer);
     parameters.insert("votes".into(), json!(answer.votes));
     let n = answer.class.len() as i64;
     let classes = answer.scores.first().map_or(0, Vec::len) as i64;
@@ -278,10 +330,18 @@ fn oip_response(answer: &Answer) -> Value {
 /// accuracy, objective?, label?, scheme?, id?}`, or the same fields as multipart form
 /// parts with `image` as a file.
 #[utoipa::path(post, path = "/v1/classify",
-    request_body(content = Object, description = "task, image (base64 or file part) or text, latency_ms, accuracy, objective, label, scheme, id",
-        content_type = "application/json"),
-    responses((status = 200, body = Answer), (status = 400, description = "Malformed body"),
-        (status = 422, description = "Invalid input or constraint, naming the field")))]
+    request_body(content(
+        (ClassifyRequest = "application/json"),
+        (ClassifyForm = "multipart/form-data"))),
+    responses(
+        (status = 200, description = "The class of the one item, with the votes", body = Classified,
+            headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"))),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 404, description = "Unknown task", body = ErrorBody),
+        (status = 413, description = "Body over 10 MiB", body = ErrorBody),
+        (status = 422, description = "Invalid input or constraint, naming the field and the limit", body = ErrorBody),
+        (status = 502, description = "No member answered; `members` lists each member's error", body = MembersFailed),
+        (status = 503, description = "No worker registered for the task", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds")))))]
 pub async fn classify(
     state: web::Data<AppState>,
     http: HttpRequest,
@@ -301,6 +361,15 @@ pub async fn classify(
             .map_err(|e| MasterError::Malformed(format!("expected a JSON object: {e}")))?;
         (fields, None)
     };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|name| !CLASSIFY_FIELDS.contains(&name.as_str()))
+    {
+        return Err(MasterError::invalid(
+            unknown.clone(),
+            format!("is not a field of /v1/classify; it takes {CLASSIFY_FIELDS:?}"),
+        ));
+    }
     let task_name = match fields.get("task") {
         Some(Value::String(t)) => t.clone(),
         _ => {
@@ -338,32 +407,30 @@ pub async fn classify(
         scheme: request::scheme(fields.get("scheme"))?,
     };
     let answer = state.master.infer(&task_name, request).await?;
-    timed_json(started, &answer, &flatten(&answer))
+    timed_json(started, &answer, &classified(&answer))
 }
 
 /// The one-item answer of `/v1/classify`, without per-item arrays.
-fn flatten(answer: &Answer) -> Value {
+fn classified(answer: &Answer) -> Classified {
     let first = |v: &Vec<String>| v.first().cloned().unwrap_or_default();
-    let mut fields = provenance(answer);
-    fields.insert("id".into(), json!(answer.id));
-    fields.insert("task".into(), json!(answer.task));
-    fields.insert("class".into(), json!(answer.class.first()));
-    fields.insert("label".into(), json!(first(&answer.label)));
-    fields.insert("scores".into(), json!(answer.scores.first()));
-    let votes: Vec<Value> = answer
-        .votes
-        .iter()
-        .map(|v| {
-            json!({
-                "model": v.model,
-                "class": v.class.first(),
-                "label": first(&v.label),
-                "weight": v.weight.first(),
+    Classified {
+        id: answer.id.clone(),
+        task: answer.task.clone(),
+        class: answer.class.first().copied().unwrap_or_default(),
+        label: first(&answer.label),
+        scores: answer.scores.first().cloned().unwrap_or_default(),
+        votes: answer
+            .votes
+            .iter()
+            .map(|v| ItemVote {
+                model: v.model.clone(),
+                class: v.class.first().copied().unwrap_or_default(),
+                label: first(&v.label),
+                weight: v.weight.first().copied().unwrap_or_default(),
             })
-        })
-        .collect();
-    fields.insert("votes".into(), Value::Array(votes));
-    Value::Object(fields)
+            .collect(),
+        provenance: provenance(answer),
+    }
 }
 
 /// Reads form fields as strings and the `image` part as bytes, within the body limit.
@@ -396,32 +463,31 @@ async fn read_multipart(mut form: Multipart) -> Result<(Map<String, Value>, Opti
     Ok((fields, image))
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct Feedback {
-    pub id: String,
-    /// A class index or label name, or one per item.
-    #[schema(value_type = Object)]
-    pub label: Option<Value>,
-}
-
 /// The true label of an answered request: it updates the voting weights and the
 /// constraint's O2 window.
 #[utoipa::path(post, path = "/v1/feedback", request_body = Feedback,
-    responses((status = 200, description = "Applied"), (status = 404, description = "Unknown, already labelled or expired id"),
-        (status = 422, description = "Invalid label")))]
+    responses((status = 200, description = "Applied", body = FeedbackApplied),
+        (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
+        (status = 404, description = "Unknown, already labelled or expired id", body = ErrorBody),
+        (status = 413, description = "Body over 64 KiB", body = ErrorBody),
+        (status = 415, description = "Body not `application/json`", body = ErrorBody),
+        (status = 422, description = "Invalid label, naming the classes", body = ErrorBody)))]
 pub async fn feedback(
     state: web::Data<AppState>,
     body: web::Json<Feedback>,
 ) -> Result<HttpResponse> {
     let items = state.master.feedback(&body.id, body.label.as_ref())?;
-    Ok(HttpResponse::Ok().json(json!({ "id": body.id, "items": items })))
+    Ok(HttpResponse::Ok().json(FeedbackApplied {
+        id: body.into_inner().id,
+        items,
+    }))
 }
 
 /// The ensemble of every constraint key seen, with its O2 window.
-#[utoipa::path(get, path = "/v1/ensembles", responses((status = 200, description = "Ensembles by constraint key")))]
+#[utoipa::path(get, path = "/v1/ensembles", responses((status = 200, description = "Ensembles by constraint key", body = EnsembleList)))]
 pub async fn ensembles(state: web::Data<AppState>) -> HttpResponse {
     let master = &state.master;
-    let all: Vec<Value> = master
+    let ensembles = master
         .ensembles
         .snapshot()
         .into_iter()
@@ -435,26 +501,35 @@ pub async fn ensembles(state: web::Data<AppState>) -> HttpResponse {
                     .map(|t| ids.iter().map(|&i| t.models[i].clone()).collect())
                     .unwrap_or_default()
             };
-            json!({
-                "key": key,
-                "members": names(&s.members),
-                "candidates": names(&s.pool),
-                "generation": s.generation,
-                "window_labelled": s.window_labelled(),
-                "window_accuracy": s.window_accuracy(),
-            })
+            EnsembleView {
+                members: names(&s.members),
+                candidates: names(&s.pool),
+                generation: s.generation,
+                window_labelled: s.window_labelled(),
+                window_accuracy: s.window_accuracy(),
+                key,
+            }
         })
         .collect();
-    HttpResponse::Ok().json(json!({ "ensembles": all }))
+    HttpResponse::Ok().json(EnsembleList { ensembles })
 }
 
-#[utoipa::path(get, path = "/v1/workers", responses((status = 200, body = Vec<crate::registry::InstanceView>)))]
+#[utoipa::path(get, path = "/v1/workers", responses((status = 200, description = "Every registered worker instance", body = WorkerList)))]
 pub async fn workers(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok().json(json!({ "workers": state.master.registry.view() }))
+    HttpResponse::Ok().json(WorkerList {
+        workers: state.master.registry.view(),
+    })
 }
+
+/// Longest worker instance id.
+const MAX_ID_CHARS: usize = 256;
 
 #[utoipa::path(post, path = "/v1/workers/register", request_body = Registration,
-    responses((status = 200, body = Registered), (status = 422, description = "Unknown model or bad URL")))]
+    responses((status = 200, description = "Registered; heartbeat this often", body = Registered),
+        (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
+        (status = 413, description = "Body over 64 KiB", body = ErrorBody),
+        (status = 415, description = "Body not `application/json`", body = ErrorBody),
+        (status = 422, description = "Unknown model, bad URL or id, naming the field", body = ErrorBody)))]
 pub async fn register(
     state: web::Data<AppState>,
     body: web::Json<Registration>,
@@ -476,8 +551,14 @@ pub async fn register(
             format!("must be an http(s) URL; given `{}`", body.url),
         ));
     }
-    if body.id.is_empty() || body.id.len() > 256 {
-        return Err(MasterError::invalid("id", "must be 1 to 256 characters"));
+    for (field, count) in [("queue_items", body.queue_items), ("threads", body.threads)] {
+        at_most(field, count)?;
+    }
+    if !(1..=MAX_ID_CHARS).contains(&body.id.chars().count()) {
+        return Err(MasterError::invalid(
+            "id",
+            format!("must be 1 to {MAX_ID_CHARS} characters"),
+        ));
     }
     master.registry.register(&body);
     Ok(HttpResponse::Ok().json(Registered {
@@ -485,12 +566,29 @@ pub async fn register(
     }))
 }
 
+/// A control-plane count within [`MAX_COUNT`].
+fn at_most(field: &str, count: usize) -> Result<()> {
+    if count > MAX_COUNT {
+        return Err(MasterError::invalid(
+            field,
+            format!("must be at most {MAX_COUNT}; given {count}"),
+        ));
+    }
+    Ok(())
+}
+
 #[utoipa::path(post, path = "/v1/workers/heartbeat", request_body = Heartbeat,
-    responses((status = 200, description = "Recorded"), (status = 404, description = "Unknown instance: register again")))]
+    responses((status = 200, description = "Recorded"),
+        (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
+        (status = 413, description = "Body over 64 KiB", body = ErrorBody),
+        (status = 415, description = "Body not `application/json`", body = ErrorBody),
+        (status = 404, description = "Unknown instance: register again", body = ErrorBody),
+        (status = 422, description = "A count over its limit, naming the field", body = ErrorBody)))]
 pub async fn heartbeat(
     state: web::Data<AppState>,
     body: web::Json<Heartbeat>,
 ) -> Result<HttpResponse> {
+    at_most("in_flight", body.in_flight)?;
     if state.master.registry.heartbeat(&body.id, body.draining) {
         Ok(HttpResponse::Ok().finish())
     } else {
@@ -501,7 +599,11 @@ pub async fn heartbeat(
 }
 
 #[utoipa::path(post, path = "/v1/workers/notice", request_body = Notice,
-    responses((status = 200, description = "The instance gets no new work"), (status = 404, description = "Unknown instance")))]
+    responses((status = 200, description = "The instance gets no new work"),
+        (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
+        (status = 413, description = "Body over 64 KiB", body = ErrorBody),
+        (status = 415, description = "Body not `application/json`", body = ErrorBody),
+        (status = 404, description = "Unknown instance", body = ErrorBody)))]
 pub async fn notice(state: web::Data<AppState>, body: web::Json<Notice>) -> Result<HttpResponse> {
     if body.action == "shutdown" {
         tracing::info!(id = %body.id, "worker shutting down: draining it");
@@ -538,7 +640,11 @@ fn notice_kind(action: &str) -> &'static str {
 }
 
 #[utoipa::path(post, path = "/v1/workers/deregister", request_body = Deregistration,
-    responses((status = 200, description = "Removed"), (status = 404, description = "Unknown instance")))]
+    responses((status = 200, description = "Removed"),
+        (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
+        (status = 413, description = "Body over 64 KiB", body = ErrorBody),
+        (status = 415, description = "Body not `application/json`", body = ErrorBody),
+        (status = 404, description = "Unknown instance", body = ErrorBody)))]
 pub async fn deregister(
     state: web::Data<AppState>,
     body: web::Json<Deregistration>,
@@ -553,34 +659,31 @@ pub async fn deregister(
 }
 
 /// Each managed pool: its importance weight, demand and capacity at the last interval.
-#[utoipa::path(get, path = "/v1/pools", responses((status = 200, description = "Pools and the predicted load"),
-    (status = 404, description = "No resource controller")))]
+#[utoipa::path(get, path = "/v1/pools", responses((status = 200, description = "Pools and the predicted load", body = PoolList),
+    (status = 404, description = "This master runs without a resource controller", body = ErrorBody)))]
 pub async fn pools(state: web::Data<AppState>) -> Result<HttpResponse> {
-    let (predicted, pools) = state.controller()?.pools_report();
-    Ok(HttpResponse::Ok().json(json!({ "predicted_rps": predicted, "pools": pools })))
+    let (predicted_rps, pools) = state.controller()?.pools_report();
+    Ok(HttpResponse::Ok().json(PoolList {
+        predicted_rps,
+        pools,
+    }))
 }
 
 /// Every instance the provider launched, terminated ones included.
-#[utoipa::path(get, path = "/v1/instances", responses((status = 200, description = "Instances"),
-    (status = 404, description = "No resource controller")))]
+#[utoipa::path(get, path = "/v1/instances", responses((status = 200, description = "Instances", body = InstanceList),
+    (status = 404, description = "This master runs without a resource controller", body = ErrorBody),
+    (status = 502, description = "The cloud provider failed", body = ErrorBody)))]
 pub async fn instances(state: web::Data<AppState>) -> Result<HttpResponse> {
     let controller = state.controller()?;
-    let all = controller.provider.describe().await?;
-    Ok(
-        HttpResponse::Ok()
-            .json(json!({ "provider": controller.provider.name(), "instances": all })),
-    )
-}
-
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-pub struct Limit {
-    /// How many, newest last (1 to 1000, default 100).
-    pub limit: Option<usize>,
+    Ok(HttpResponse::Ok().json(InstanceList {
+        provider: controller.provider.name(),
+        instances: controller.provider.describe().await?,
+    }))
 }
 
 /// The autoscaler's recent decisions with their reasons.
-#[utoipa::path(get, path = "/v1/decisions", params(Limit), responses((status = 200, description = "Decisions"),
-    (status = 404, description = "No resource controller"), (status = 422, description = "Bad limit")))]
+#[utoipa::path(get, path = "/v1/decisions", params(Limit), responses((status = 200, description = "Decisions", body = DecisionList),
+    (status = 404, description = "This master runs without a resource controller", body = ErrorBody), (status = 422, description = "Bad limit", body = ErrorBody)))]
 pub async fn decisions(
     state: web::Data<AppState>,
     query: web::Query<Limit>,
@@ -598,22 +701,19 @@ fn recent(state: &AppState, query: &Limit, collection: Collection) -> Result<Htt
         ));
     }
     let recent = state.controller()?.store.recent(collection, limit);
-    Ok(HttpResponse::Ok().json(json!({ "decisions": recent })))
-}
-
-/// `PUT /v1/pools/{model}/mix`: the instances of each type a pool should have.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct MixRequest {
-    /// Catalog instance types, 1 to 4.
-    pub types: Vec<String>,
-    /// Instances of each type, 0 to 16 each.
-    pub counts: Vec<u32>,
+    Ok(HttpResponse::Ok().json(DecisionList { decisions: recent }))
 }
 
 /// Sets a pool's mix of instance types now (the launches and terminations it took).
-#[utoipa::path(put, path = "/v1/pools/{model}/mix", request_body = MixRequest,
-    responses((status = 200, description = "Instances launched and terminated"),
-    (status = 404, description = "No resource controller"), (status = 422, description = "Bad mix")))]
+#[utoipa::path(put, path = "/v1/pools/{model}/mix", params(("model" = String, Path, description = "A pool the controller manages")),
+    request_body = MixRequest,
+    responses((status = 200, description = "Instances launched and terminated", body = MixChanged),
+        (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
+        (status = 413, description = "Body over 64 KiB", body = ErrorBody),
+        (status = 415, description = "Body not `application/json`", body = ErrorBody),
+        (status = 404, description = "No resource controller, or not a pool it manages", body = ErrorBody),
+        (status = 422, description = "Bad mix, naming the field and the limit", body = ErrorBody),
+        (status = 502, description = "The cloud provider failed", body = ErrorBody)))]
 pub async fn set_mix(
     state: web::Data<AppState>,
     model: web::Path<String>,
@@ -639,19 +739,22 @@ pub async fn set_mix(
             ),
         ));
     }
-    if let Some(c) = counts.iter().find(|&&c| c > 16) {
+    if let Some(c) = counts.iter().find(|&&c| c > MAX_MIX_COUNT) {
         return Err(MasterError::invalid(
             "counts",
-            format!("each must be 0 to 16; given {c}"),
+            format!("each must be 0 to {MAX_MIX_COUNT}; given {c}"),
         ));
     }
     let changed = state.controller()?.set_mix(&model, &types, &counts).await?;
-    Ok(HttpResponse::Ok().json(json!({ "model": model.into_inner(), "changed": changed })))
+    Ok(HttpResponse::Ok().json(MixChanged {
+        model: model.into_inner(),
+        changed,
+    }))
 }
 
 /// Mixes chosen by Ribbon, Kairos or an operator, with their evidence.
-#[utoipa::path(get, path = "/v1/mix-decisions", params(Limit), responses((status = 200, description = "Mix decisions"),
-    (status = 404, description = "No resource controller"), (status = 422, description = "Bad limit")))]
+#[utoipa::path(get, path = "/v1/mix-decisions", params(Limit), responses((status = 200, description = "Mix decisions", body = DecisionList),
+    (status = 404, description = "This master runs without a resource controller", body = ErrorBody), (status = 422, description = "Bad limit", body = ErrorBody)))]
 pub async fn mix_decisions(
     state: web::Data<AppState>,
     query: web::Query<Limit>,
@@ -660,13 +763,15 @@ pub async fn mix_decisions(
 }
 
 /// What the instances have cost so far (per-second billing), per pool and in total.
-#[utoipa::path(get, path = "/v1/cost", responses((status = 200, description = "Cost in USD"),
-    (status = 404, description = "No resource controller")))]
+#[utoipa::path(get, path = "/v1/cost", responses((status = 200, description = "Cost in USD", body = CostReport),
+    (status = 404, description = "This master runs without a resource controller", body = ErrorBody)))]
 pub async fn cost(state: web::Data<AppState>) -> Result<HttpResponse> {
     Ok(HttpResponse::Ok().json(state.controller()?.cost().await))
 }
 
-async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
+#[utoipa::path(get, path = "/metrics", responses(
+    (status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
+pub async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
     let body = state
         .prometheus
         .as_ref()

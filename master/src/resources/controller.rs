@@ -106,7 +106,7 @@ struct ModelInfo {
 }
 
 /// The last view of a pool, for `/v1/pools`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PoolReport {
     pub model: String,
     pub weight: f64,
@@ -820,7 +820,7 @@ fn decision_id(decision: &Decision) -> String {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct CostReport {
     pub total: f64,
     pub pools: std::collections::BTreeMap<String, f64>,

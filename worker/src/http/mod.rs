@@ -1,7 +1,10 @@
-//! The worker's HTTP surface: Open Inference Protocol v2 plus `/metrics`. Handlers are
-//! thin: they read the body, call `request::prepare`, admit, batch, and answer.
+//! The worker's HTTP surface: Open Inference Protocol v2 plus `/metrics` and
+//! `/openapi.json`. Handlers are thin: they read the body, call `request::prepare`,
+//! admit, batch, and answer.
 
 mod error;
+mod openapi;
 mod routes;
+pub mod surface;
 
 pub use routes::{AppState, configure};

@@ -7,11 +7,14 @@ use std::time::Instant;
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use cocktail_common::ModelEntry;
-use cocktail_common::oip::{InferRequest, ModelMetadata, TensorMetadata};
+use cocktail_common::oip::{
+    ErrorBody, InferRequest, InferResponse, ModelMetadata, ServerMetadata, TensorMetadata,
+};
 use cocktail_common::zoo::DType;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
 
+use super::surface::{endpoint, not_found};
 use crate::batcher::BatcherHandle;
 use crate::preprocess::Preprocessor;
 use crate::request::{Prepared, prepare, prepare_raw_image, respond};
@@ -55,33 +58,56 @@ impl AppState {
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v2", web::get().to(server_metadata))
-        .route("/v2/health/live", web::get().to(live))
-        .route("/v2/health/ready", web::get().to(ready))
-        .route("/v2/models/{model}", web::get().to(model_metadata))
-        .route("/v2/models/{model}/ready", web::get().to(model_ready))
-        .route("/v2/models/{model}/infer", web::post().to(infer))
-        .route("/metrics", web::get().to(metrics_text));
+    use actix_web::http::Method;
+    cfg.service(endpoint("/v2", Method::GET, server_metadata))
+        .service(endpoint("/v2/health/live", Method::GET, live))
+        .service(endpoint("/v2/health/ready", Method::GET, ready))
+        .service(endpoint("/v2/models/{model}", Method::GET, model_metadata))
+        .service(endpoint(
+            "/v2/models/{model}/ready",
+            Method::GET,
+            model_ready,
+        ))
+        .service(endpoint("/v2/models/{model}/infer", Method::POST, infer))
+        .service(endpoint(
+            "/openapi.json",
+            Method::GET,
+            super::openapi::document,
+        ))
+        .service(endpoint("/metrics", Method::GET, metrics_text))
+        .default_service(web::to(not_found));
 }
 
-async fn server_metadata() -> HttpResponse {
-    HttpResponse::Ok().json(serde_json::json!({
-        "name": "cocktail-worker",
-        "version": env!("CARGO_PKG_VERSION"),
-        "extensions": [],
-    }))
+#[utoipa::path(get, path = "/v2", responses((status = 200, description = "Server metadata", body = ServerMetadata)))]
+pub async fn server_metadata() -> HttpResponse {
+    HttpResponse::Ok().json(ServerMetadata {
+        name: "cocktail-worker".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        extensions: Vec::new(),
+    })
 }
 
-async fn live() -> HttpResponse {
+#[utoipa::path(get, path = "/v2/health/live", responses((status = 200, description = "Alive")))]
+pub async fn live() -> HttpResponse {
     HttpResponse::Ok().finish()
 }
 
-async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, WorkerError> {
+/// Ready unless draining.
+#[utoipa::path(get, path = "/v2/health/ready", responses(
+    (status = 200, description = "Serving"),
+    (status = 503, description = "Draining: no new requests", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds")))))]
+pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, WorkerError> {
     state.serving(&state.model.name)?;
     Ok(HttpResponse::Ok().finish())
 }
 
-async fn model_ready(
+#[utoipa::path(get, path = "/v2/models/{model}/ready",
+    params(("model" = String, Path, description = "The model this worker serves")),
+    responses(
+        (status = 200, description = "Serving"),
+        (status = 404, description = "This worker serves another model", body = ErrorBody),
+        (status = 503, description = "Draining: no new requests", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds")))))]
+pub async fn model_ready(
     state: web::Data<AppState>,
     model: web::Path<String>,
 ) -> Result<HttpResponse, WorkerError> {
@@ -89,7 +115,12 @@ async fn model_ready(
     Ok(HttpResponse::Ok().finish())
 }
 
-async fn model_metadata(
+#[utoipa::path(get, path = "/v2/models/{model}",
+    params(("model" = String, Path, description = "The model this worker serves")),
+    responses(
+        (status = 200, description = "Inputs and outputs of the model", body = ModelMetadata),
+        (status = 404, description = "This worker serves another model", body = ErrorBody)))]
+pub async fn model_metadata(
     state: web::Data<AppState>,
     model: web::Path<String>,
 ) -> Result<HttpResponse, WorkerError> {
@@ -148,7 +179,9 @@ async fn model_metadata(
     }))
 }
 
-async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
+#[utoipa::path(get, path = "/metrics", responses(
+    (status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
+pub async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
     let body = state
         .prometheus
         .as_ref()
@@ -159,7 +192,24 @@ async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
         .body(body)
 }
 
-async fn infer(
+/// Classifies a batch: OIP tensors or BYTES items (base64 PNG/JPEG for image models,
+/// UTF-8 text for text models), or one raw PNG/JPEG body for an image model.
+#[utoipa::path(post, path = "/v2/models/{model}/infer",
+    params(("model" = String, Path, description = "The model this worker serves")),
+    request_body(content(
+        (InferRequest = "application/json"),
+        (super::openapi::RawImage = "application/octet-stream"),
+        (super::openapi::RawImage = "image/png"),
+        (super::openapi::RawImage = "image/jpeg"))),
+    responses(
+        (status = 200, description = "Outputs `class`, `label` and `probabilities`", body = InferResponse),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 404, description = "This worker serves another model", body = ErrorBody),
+        (status = 413, description = "Body over 10 MiB", body = ErrorBody),
+        (status = 422, description = "Invalid input, naming the field and the limit", body = ErrorBody),
+        (status = 429, description = "Overloaded: every slot is taken", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
+        (status = 503, description = "Draining: no new requests", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds")))))]
+pub async fn infer(
     state: web::Data<AppState>,
     model: web::Path<String>,
     request: HttpRequest,

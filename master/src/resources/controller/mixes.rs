@@ -61,10 +61,9 @@ impl Controller {
         counts: &[u32],
     ) -> Result<Vec<String>, MasterError> {
         if !self.models.contains_key(model) {
-            return Err(MasterError::invalid(
-                "model",
-                format!("`{model}` is not a pool this controller manages"),
-            ));
+            return Err(MasterError::UnknownPool {
+                model: model.to_owned(),
+            });
         }
         let catalog_types = types
             .iter()

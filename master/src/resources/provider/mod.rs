@@ -27,7 +27,7 @@ pub struct LaunchSpec {
     pub price_per_hour: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum InstanceStatus {
     Provisioning,
@@ -43,7 +43,7 @@ pub enum InstanceStatus {
 }
 
 /// One instance as the provider knows it. Times are seconds since the Unix epoch.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct InstanceRecord {
     pub id: String,
     pub model: String,
