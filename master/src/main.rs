@@ -311,7 +311,7 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
                 image_id: args.ec2_image_id.ok_or_else(|| {
                     anyhow::anyhow!("`--ec2-image-id` is required with `--provider ec2`")
                 })?,
-                master_url: args.public_url.ok_or_else(|| {
+                master_url: args.public_url.clone().ok_or_else(|| {
                     anyhow::anyhow!("`--public-url` is required with `--provider ec2`")
                 })?,
                 seed: args.seed,
@@ -323,7 +323,7 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
             ProviderKind::Docker => Some(DockerConfig {
                 image: args.docker_image,
                 network: args.docker_network,
-                master_url: args.public_url.clone().ok_or_else(|| {
+                master_url: args.public_url.ok_or_else(|| {
                     anyhow::anyhow!(
                         "`--public-url` (the master's URL as the containers reach it) is required with `--provider docker`"
                     )
