@@ -48,6 +48,25 @@ struct Sample {
     fds: usize,
 }
 
+/// The master's open descriptors by kind (`socket`, `pipe`, files, ...).
+fn fd_kinds(pid: i32) -> std::collections::BTreeMap<String, usize> {
+    let mut kinds = std::collections::BTreeMap::new();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return kinds;
+    };
+    for fd in fds.flatten() {
+        let target = std::fs::read_link(fd.path())
+            .map(|t| t.display().to_string())
+            .unwrap_or_default();
+        let kind = match target.split_once(':') {
+            Some((kind, _)) if !target.starts_with('/') => kind.to_owned(),
+            _ => "file".to_owned(),
+        };
+        *kinds.entry(kind).or_default() += 1;
+    }
+    kinds
+}
+
 /// Reads `/proc/PID`: resident memory (VmRSS) and open descriptors.
 fn sample(pid: i32) -> Option<Sample> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -191,11 +210,26 @@ async fn main() -> anyhow::Result<()> {
         bail!("found no master or worker of port {}", args.port);
     }
     let first: Vec<Option<Sample>> = procs.iter().map(|(_, pid)| sample(*pid)).collect();
+    let master_pid = procs
+        .iter()
+        .find(|(name, _)| name == "master")
+        .map(|(_, pid)| *pid)
+        .context("the master's process")?;
     bar.set_message("soak");
+    // The master every minute: whether its memory and descriptors level off.
+    let mut series: Vec<(u64, Sample)> = Vec::new();
+    let mut next_sample = Duration::from_secs(args.warmup_s);
     while started.elapsed() < Duration::from_secs(seconds as u64) {
+        if started.elapsed() >= next_sample {
+            if let Some(s) = sample(master_pid) {
+                series.push((started.elapsed().as_secs(), s));
+            }
+            next_sample += Duration::from_secs(60);
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
         tick(&bar);
     }
+    let kinds = fd_kinds(master_pid);
     let last: Vec<Option<Sample>> = procs.iter().map(|(_, pid)| sample(*pid)).collect();
     bar.finish_with_message("done");
     let fashion = fashion.await??;
@@ -247,11 +281,20 @@ async fn main() -> anyhow::Result<()> {
     writeln!(
         table,
         "\nLargest RSS growth of one process {worst:+.1} % (goal < 10 %), largest fd growth \
-         {fd_growth:+} (goal 0). Requests: fashion {} sent, {} failed; sentiment {} sent, {} failed.",
+         {fd_growth:+} (goal 0). Requests: fashion {} sent, {} failed {:?}; sentiment {} sent, \
+         {} failed {:?} (status: count).\n\nThe master minute by minute (s: RSS MiB / fds): {}. \
+         Its descriptors at the end by kind: {kinds:?}.",
         fashion.sent,
         failed(&fashion),
+        fashion.errors,
         sentiment.sent,
-        failed(&sentiment)
+        failed(&sentiment),
+        sentiment.errors,
+        series
+            .iter()
+            .map(|(t, s)| format!("{t}: {:.1} / {}", s.rss_kib as f64 / 1024.0, s.fds))
+            .collect::<Vec<_>>()
+            .join(", ")
     )?;
     println!("{table}");
     if let Some(out) = &args.out {

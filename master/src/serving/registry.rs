@@ -92,8 +92,10 @@ pub struct Pool {
     waiting: Mutex<Vec<Waiter>>,
     next_waiter: std::sync::atomic::AtomicU64,
     /// Items per request of the last [`RECENT_BATCHES`] requests (kairos.txt §5.2 keeps
-    /// "a number of most recent queries" for the batch-size mix).
-    recent: Mutex<std::collections::VecDeque<usize>>,
+    /// "a number of most recent queries" for the batch-size mix). Allocated whole when
+    /// the pool is made, so a long-running master's memory does not creep up as it fills;
+    /// a batch is at most `MAX_ITEMS` (64), so `u16` holds it.
+    recent: Mutex<std::collections::VecDeque<u16>>,
     /// The pool has received batches of different sizes: Kairos' matching applies.
     varying: AtomicBool,
     /// Moving average of a call's time from sending to the worker's answer, in µs (0:
@@ -427,14 +429,15 @@ impl Pool {
 
     /// Remembers a request's batch size (once per request, not per attempt).
     pub fn record_batch(&self, items: usize) {
+        let items = u16::try_from(items.max(1)).unwrap_or(u16::MAX);
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        if recent.back().is_some_and(|&last| last != items.max(1)) {
+        if recent.back().is_some_and(|&last| last != items) {
             self.varying.store(true, Ordering::Relaxed);
         }
         if recent.len() == RECENT_BATCHES {
             recent.pop_front();
         }
-        recent.push_back(items.max(1));
+        recent.push_back(items);
     }
 
     /// Batch sizes of the recent requests, oldest first.
@@ -443,7 +446,7 @@ impl Pool {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .copied()
+            .map(|&items| usize::from(items))
             .collect()
     }
 
@@ -529,6 +532,7 @@ impl Registry {
             Arc::clone(pools.entry(registration.model.clone()).or_insert_with(|| {
                 Arc::new(Pool {
                     speed: self.speeds.get(&registration.model).cloned(),
+                    recent: Mutex::new(std::collections::VecDeque::with_capacity(RECENT_BATCHES)),
                     ..Pool::default()
                 })
             }))
