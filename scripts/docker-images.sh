@@ -187,6 +187,6 @@ log "docker build --target prebuilt -t $IMAGE"
 docker build -q --target prebuilt -t "$IMAGE" -f "$ROOT/docker/Dockerfile" "$context" >/dev/null
 rm -rf "$context"
 
-log "images"
+log "images (${SECONDS} s)"
 docker image ls --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' \
   | grep -E '^(debian:bookworm-slim|cocktail/redis:ci|cocktail/mongo-wire:ci|'"$IMAGE"')\b' >&2
