@@ -37,6 +37,18 @@ rootfs_dir() {
   echo "$dir"
 }
 
+# On any exit: unmount and delete the trees of an interrupted run (--one-file-system: never
+# into a /dev or /proc still mounted).
+cleanup() {
+  local dir
+  for dir in "$CACHE"/rootfs.*; do
+    [ -d "$dir" ] || continue
+    for m in dev proc; do mountpoint -q "$dir/$m" && $sudo umount "$dir/$m"; done
+    $sudo rm -rf --one-file-system "$dir" || true
+  done
+}
+trap cleanup EXIT
+
 has_image() { docker image inspect "$1" >/dev/null 2>&1; }
 
 # The first Debian mirror apt uses here (deb822 or one-line format).
@@ -100,12 +112,12 @@ base_rootfs() {
     log "debootstrap --variant=minbase bookworm ($mirror)"
     local tmp; tmp=$(rootfs_dir)
     $sudo debootstrap --variant=minbase bookworm "$tmp" "$mirror" >"$CACHE/debootstrap.log" 2>&1 \
-      || { tail -n 20 "$CACHE/debootstrap.log" >&2; $sudo rm -rf "$tmp"; exit 1; }
+      || { tail -n 20 "$CACHE/debootstrap.log" >&2; $sudo rm -rf --one-file-system "$tmp"; exit 1; }
     echo 'deb '"$mirror"' bookworm main' | $sudo tee "$tmp/etc/apt/sources.list" >/dev/null
     slim "$tmp"
     $sudo tar --numeric-owner -C "$tmp" -cf "$tarball.part" .
     mv "$tarball.part" "$tarball"
-    $sudo rm -rf "$tmp"
+    $sudo rm -rf --one-file-system "$tmp"
   fi
   mkdir -p "$dir"
   $sudo tar --numeric-owner -C "$dir" -xf "$tarball"
@@ -122,7 +134,7 @@ service_image() {
     slim "$tmp"
     $sudo tar --numeric-owner -C "$tmp" -cf "$tarball.part" .
     mv "$tarball.part" "$tarball"
-    $sudo rm -rf "$tmp"
+    $sudo rm -rf --one-file-system "$tmp"
   fi
   log "docker import $tag"
   docker import "$@" "$tarball" "$tag" >/dev/null
@@ -153,7 +165,7 @@ setup_mongo_wire() {
 if ! has_image debian:bookworm-slim || [ -n "${REBUILD_BASE:-}" ]; then
   tmp=$(rootfs_dir)
   base_rootfs "$tmp"
-  $sudo rm -rf "$tmp"
+  $sudo rm -rf --one-file-system "$tmp"
   log "docker import debian:bookworm-slim"
   docker import --change 'CMD ["bash"]' "$CACHE/bookworm-slim.tar" debian:bookworm-slim >/dev/null
 fi
