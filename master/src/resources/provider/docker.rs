@@ -153,7 +153,11 @@ impl Containers {
             image: Some(self.config.image.clone()),
             entrypoint: Some(vec!["cocktail-worker".to_owned()]),
             cmd: Some(args),
-            env: Some(vec!["RUST_LOG=warn".to_owned()]),
+            // The port again as the image's health check reads it.
+            env: Some(vec![
+                "RUST_LOG=warn".to_owned(),
+                format!("COCKTAIL_PORT={}", self.config.port),
+            ]),
             labels: Some(labels),
             host_config: Some(HostConfig {
                 nano_cpus: Some((cpus * 1e9) as i64),
