@@ -196,7 +196,12 @@ cp "$ORT_LIB" "$context/lib/"
 cp -a "$ROOT/models" "$context/models"
 rm -rf "$context/models/train"
 log "docker build --target prebuilt -t $IMAGE"
+previous=$(docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 docker build -q --target prebuilt -t "$IMAGE" -f "$ROOT/docker/Dockerfile" "$context" >/dev/null
+# The image the tag leaves behind would pile up, one per change of the binaries.
+if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect --format '{{.Id}}' "$IMAGE")" ]; then
+  docker rmi "$previous" >/dev/null 2>&1 || true
+fi
 rm -rf "$context"
 
 log "images (${SECONDS} s)"

@@ -23,12 +23,14 @@ use cocktail_tests::cluster::{binary, eventually, free_port, wait_for_models};
 use cocktail_tests::{workspace_root, zoo_manifest};
 use serde_json::{Value, json};
 
-/// The images docker/compose.ci.yml runs.
-const IMAGES: [&str; 3] = [
-    "cocktail-rs:ci",
-    "cocktail/redis:ci",
-    "cocktail/mongo-wire:ci",
-];
+/// The images docker/compose.ci.yml runs besides the project's.
+const SERVICE_IMAGES: [&str; 2] = ["cocktail/redis:ci", "cocktail/mongo-wire:ci"];
+
+/// The project's image: `COCKTAIL_IMAGE` (as scripts/docker-images.sh and the compose files
+/// read it), else `cocktail-rs:ci`.
+fn project_image() -> String {
+    std::env::var("COCKTAIL_IMAGE").unwrap_or_else(|_| "cocktail-rs:ci".to_owned())
+}
 
 fn run(command: &mut Command) -> Output {
     command
@@ -102,7 +104,8 @@ impl Project {
             .args(args)
             .current_dir(&root)
             .env("COCKTAIL_PORT", self.port.to_string())
-            .env_remove("COCKTAIL_IMAGE");
+            .env("COCKTAIL_IMAGE", project_image())
+            .env_remove("COCKTAIL_BIND");
         command
     }
 
@@ -132,8 +135,10 @@ impl Drop for Project {
 
 /// Builds the offline images with scripts/docker-images.sh unless all exist already.
 fn ensure_images() {
-    let missing: Vec<&str> = IMAGES
+    let project = project_image();
+    let missing: Vec<&str> = SERVICE_IMAGES
         .into_iter()
+        .chain([project.as_str()])
         .filter(|image| {
             !run(&mut docker(&["image", "inspect", image]))
                 .status
