@@ -72,22 +72,53 @@ struct Project {
     port: u16,
     /// `docker compose` (the plugin) or `docker-compose` (v1).
     compose: Vec<&'static str>,
+    /// One more compose file, layered last (a test's own settings).
+    overrides: Option<PathBuf>,
     down: bool,
 }
 
 impl Project {
-    fn new(port: u16) -> Self {
+    fn new(port: u16, test: &str) -> Self {
         let plugin = run(&mut docker(&["compose", "version"])).status.success();
         Self {
-            name: format!("cocktail-compose-test-{}", std::process::id()),
+            name: format!("cocktail-{test}-{}", std::process::id()),
             port,
             compose: if plugin {
                 vec!["docker", "compose"]
             } else {
                 vec!["docker-compose"]
             },
+            overrides: None,
             down: false,
         }
+    }
+
+    /// Layers `yaml` over the project's compose files.
+    fn with_overrides(mut self, yaml: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("{}.compose.yml", self.name));
+        std::fs::write(&path, yaml).unwrap();
+        self.overrides = Some(path);
+        self
+    }
+
+    /// The worker containers the master launched (by their cluster label), with their
+    /// pool: `(name, model)`.
+    fn workers(&self) -> Vec<(String, String)> {
+        let label = format!("label=io.cocktail.cluster={}", self.name);
+        docker_lines(&[
+            "ps",
+            "--all",
+            "--filter",
+            &label,
+            "--format",
+            "{{.Names}} {{.Label \"io.cocktail.pool\"}}",
+        ])
+        .into_iter()
+        .filter_map(|line| {
+            let (name, model) = line.split_once(' ')?;
+            Some((name.to_owned(), model.to_owned()))
+        })
+        .collect()
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -100,10 +131,16 @@ impl Project {
             .arg("--file")
             .arg(root.join("docker-compose.yml"))
             .arg("--file")
-            .arg(root.join("docker/compose.ci.yml"))
+            .arg(root.join("docker/compose.ci.yml"));
+        if let Some(overrides) = &self.overrides {
+            command.arg("--file").arg(overrides);
+        }
+        command
             .args(args)
             .current_dir(&root)
             .env("COCKTAIL_PORT", self.port.to_string())
+            // The project's network, and the label of the containers its master launches.
+            .env("COCKTAIL_NETWORK", &self.name)
             .env("COCKTAIL_IMAGE", project_image())
             .env_remove("COCKTAIL_BIND");
         command
@@ -129,6 +166,13 @@ impl Drop for Project {
             let _ = self
                 .command(&["down", "--volumes", "--remove-orphans", "--timeout", "10"])
                 .output();
+            // Worker containers a failed master did not stop.
+            for (name, _) in self.workers() {
+                let _ = run(&mut docker(&["rm", "--force", &name]));
+            }
+        }
+        if let Some(overrides) = &self.overrides {
+            let _ = std::fs::remove_file(overrides);
         }
     }
 }
@@ -193,7 +237,7 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
         return;
     }
     ensure_images();
-    let mut project = Project::new(free_port());
+    let mut project = Project::new(free_port(), "compose");
     let client = reqwest::Client::new();
 
     let started = Instant::now();
@@ -329,12 +373,13 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
         Vec::<String>::new(),
         "networks left"
     );
-    let network = format!("name=^{}_default$", project.name);
+    let network = format!("name=^{}$", project.name);
     assert_eq!(
         docker_lines(&["network", "ls", "--quiet", "--filter", &network]),
         Vec::<String>::new(),
-        "the default network is left"
+        "the project's network is left"
     );
+    assert_eq!(project.workers(), Vec::new(), "worker containers left");
     assert_eq!(
         docker_lines(&["volume", "ls", "--quiet", "--filter", &label]),
         Vec::<String>::new(),
@@ -344,4 +389,137 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
     for volume in volumes {
         assert!(!all_volumes.contains(&volume), "volume {volume} left");
     }
+}
+
+/// The compose test's controller settings: predictive steps every 5 s, an instance's
+/// capacity computed with 2 s of overhead per request (so a few requests per second fill
+/// one, as paper-sized models would), idle instances recycled after 10 s, and deadlines
+/// with room for debug builds of 22 containers on two cores.
+const ELASTIC: &str = "services:
+  master:
+    environment:
+      COCKTAIL_CONTROLLER_INTERVAL_S: \"5\"
+      COCKTAIL_OVERHEAD_MS: \"2000\"
+      COCKTAIL_IDLE_TIMEOUT_S: \"10\"
+      COCKTAIL_DEADLINE_GRACE_MS: \"500\"
+";
+
+/// Issue 17's faults across containers: under open-loop load the controller launches
+/// worker containers, a worker container killed (`docker kill`) and another cut off from
+/// the network (`docker network disconnect`) fail no request and are both replaced, the
+/// extra containers go once the load stops, and `down` leaves none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_containers_scale_with_the_load_and_faults_fail_no_request() {
+    use cocktail_benches::loadgen::{self, LoadgenConfig};
+    use cocktail_benches::workload::Mix;
+    if Command::new("docker").arg("--version").output().is_err() {
+        eprintln!("skipped: the `docker` command is not installed");
+        return;
+    }
+    ensure_images();
+    let mut project = Project::new(free_port(), "containers").with_overrides(ELASTIC);
+    let client = reqwest::Client::new();
+    project.compose(&["up", "--detach", "--no-build"]);
+    let zoo = Zoo::load(zoo_manifest()).unwrap();
+    let models: Vec<&str> = zoo.models().iter().map(|m| m.name.as_str()).collect();
+    wait_for_models(&client, &project.url(""), &models, Duration::from_secs(240)).await;
+    let at_rest = project.workers().len();
+    assert_eq!(
+        at_rest,
+        models.len(),
+        "one container per model: {:?}",
+        project.workers()
+    );
+
+    let types = loadgen::types_for(&zoo, "fashion").unwrap();
+    let (inputs, labels) = loadgen::inputs(&zoo, "fashion").unwrap();
+    let url = project.url("");
+    let run = tokio::spawn(async move {
+        loadgen::run(
+            &LoadgenConfig {
+                url,
+                task: "fashion".into(),
+                rates: vec![10.0; 45],
+                mix: Mix::Strict,
+                seed: 3,
+                grace_ms: 500.0,
+                max_in_flight: 256,
+                timeout: Duration::from_secs(10),
+            },
+            &types,
+            std::sync::Arc::new(inputs),
+            std::sync::Arc::new(labels),
+            None,
+        )
+        .await
+        .unwrap()
+    });
+    // The load asks for more than one container of the popular pools.
+    eventually(
+        "the controller launches containers",
+        Duration::from_secs(30),
+        || async { project.workers().len() > at_rest },
+    )
+    .await;
+    let peak = project.workers().len();
+    // A crash and a partition, one pool each.
+    let pool_of = |model: &str| -> Vec<String> {
+        project
+            .workers()
+            .into_iter()
+            .filter(|(_, m)| m == model)
+            .map(|(name, _)| name)
+            .collect()
+    };
+    let killed = pool_of("resnet");
+    let cut = pool_of("cnn_wide");
+    checked(&mut docker(&["kill", &killed[0]]));
+    checked(&mut docker(&[
+        "network",
+        "disconnect",
+        &project.name,
+        &cut[0],
+    ]));
+    let faulted = Instant::now();
+    let mut replaced = Vec::new();
+    for (model, old) in [("resnet", &killed), ("cnn_wide", &cut)] {
+        eventually(
+            &format!("{model} replaced"),
+            Duration::from_secs(60),
+            || async {
+                pool_of(model).iter().any(|name| !old.contains(name))
+                    && serving_pool(&client, &project.url(""), model).await
+            },
+        )
+        .await;
+        replaced.push(faulted.elapsed());
+    }
+    let report = run.await.unwrap();
+    let failed = report.errors.values().sum::<u64>() + report.dropped;
+    eprintln!(
+        "containers: {at_rest} at rest, {peak} under load; a killed and a cut-off container \
+         replaced after {replaced:?}; {} requests, {failed} failed {:?}, {} degraded, p99 {:.0} ms",
+        report.sent, report.errors, report.degraded, report.latency_ms.p99
+    );
+    assert_eq!(failed, 0, "{report:?}");
+    for took in &replaced {
+        assert!(*took <= Duration::from_secs(30), "replaced after {took:?}");
+    }
+    // Idle again: the extra containers are recycled.
+    eventually(
+        "the extra containers go",
+        Duration::from_secs(90),
+        || async { project.workers().len() <= models.len() },
+    )
+    .await;
+    project.down();
+    assert_eq!(project.workers(), Vec::new(), "worker containers left");
+}
+
+/// Whether the master lists a worker of `model` that can take work.
+async fn serving_pool(client: &reqwest::Client, url: &str, model: &str) -> bool {
+    cocktail_tests::cluster::serving_workers(client, url)
+        .await
+        .iter()
+        .any(|(_, m)| m == model)
 }

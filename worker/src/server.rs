@@ -12,10 +12,12 @@ use cocktail_common::batching::{self, BatchPolicy};
 use cocktail_common::catalog::Catalog;
 use cocktail_common::control::Registration;
 use cocktail_common::latency::BatchLatency;
-use cocktail_common::{ModelEntry, Zoo};
+use cocktail_common::testset::GreyImage;
+use cocktail_common::{Input, ModelEntry, Zoo};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
 
+use crate::backend::Backend;
 use crate::batcher::{BatcherHandle, Pace};
 use crate::control::{Control, ControlConfig};
 use crate::http::{AppState, configure};
@@ -68,8 +70,10 @@ impl Worker {
         let zoo = Zoo::load(Zoo::locate(config.zoo.as_deref())?)?;
         let model = zoo.model(&config.model)?.clone();
         let labels = zoo.task(&model.task)?.labels.clone();
-        let backend = OnnxBackend::load(&zoo, &model, config.threads, config.ort_lib.as_deref())?;
+        let mut backend =
+            OnnxBackend::load(&zoo, &model, config.threads, config.ort_lib.as_deref())?;
         let preprocessor = Arc::new(Preprocessor::for_model(&zoo, &model)?);
+        warm_up(&mut backend, &preprocessor)?;
         let tuned = batching::tune(
             model.profile.as_ref(),
             config.threads,
@@ -174,6 +178,22 @@ impl Worker {
         }
         served
     }
+}
+
+/// One inference before the worker serves (and registers): ONNX Runtime's first run
+/// allocates and optimises, which would otherwise cost the first client request its
+/// deadline.
+fn warm_up(backend: &mut dyn Backend, preprocessor: &Preprocessor) -> Result<(), WorkerError> {
+    let input = match preprocessor {
+        Preprocessor::Image(image) => Input::Image(GreyImage {
+            width: image.width,
+            height: image.height,
+            pixels: vec![0; image.width as usize * image.height as usize],
+        }),
+        Preprocessor::Text(_) => Input::Text("A warm-up sentence.".to_owned()),
+    };
+    backend.infer(&preprocessor.batch(&[input])?)?;
+    Ok(())
 }
 
 /// Resolves on SIGTERM or SIGINT (Ctrl-C): how every Cocktail process learns to stop.
