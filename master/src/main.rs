@@ -209,7 +209,11 @@ struct ResourceArgs {
     #[arg(long, env = "COCKTAIL_PUBLIC_URL")]
     public_url: Option<String>,
     /// Docker: the image whose `cocktail-worker` the instances run.
-    #[arg(long, env = "COCKTAIL_DOCKER_IMAGE", default_value = "cocktail-rs:latest")]
+    #[arg(
+        long,
+        env = "COCKTAIL_DOCKER_IMAGE",
+        default_value = "cocktail-rs:latest"
+    )]
     docker_image: String,
     /// Docker: the network the instances join (the master must be on it too).
     #[arg(long, env = "COCKTAIL_DOCKER_NETWORK", default_value = "cocktail")]
