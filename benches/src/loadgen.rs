@@ -349,6 +349,30 @@ pub fn markdown(r: &LoadReport) -> String {
     out
 }
 
+impl LoadgenConfig {
+    /// `seconds` at a steady `rate` of `task`'s requests in `mix`, with the master's
+    /// default 20 ms grace (the soak benchmark and the fault tests).
+    pub fn steady(url: &str, task: &str, rate: f64, seconds: usize, mix: Mix, seed: u64) -> Self {
+        Self {
+            url: url.to_owned(),
+            task: task.to_owned(),
+            rates: vec![rate; seconds],
+            mix,
+            seed,
+            grace_ms: 20.0,
+            max_in_flight: 256,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// [`run`] with the zoo's constraint types and test items for the config's task.
+pub async fn run_zoo(zoo: &Zoo, config: &LoadgenConfig) -> anyhow::Result<LoadReport> {
+    let types = types_for(zoo, &config.task)?;
+    let (inputs, labels) = inputs(zoo, &config.task)?;
+    run(config, &types, Arc::new(inputs), Arc::new(labels), None).await
+}
+
 /// The constraint types for a task of the zoo, as the simulator uses them.
 pub fn types_for(zoo: &Zoo, task: &str) -> anyhow::Result<Vec<ConstraintType>> {
     let tables = cocktail_master::tasks::from_zoo(zoo, 1.0);

@@ -45,6 +45,34 @@ pub async fn start(name: &str, args: &[&str]) -> anyhow::Result<(Child, String)>
     Ok((child, url))
 }
 
+/// Every process of this host as `(pid, argv)`, from `/proc` (the soak benchmark and the
+/// fault tests find the master's workers by their command lines).
+pub fn command_lines() -> Vec<(i32, Vec<String>)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let args = cmdline
+                .split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            Some((pid, args))
+        })
+        .collect()
+}
+
+/// The value after `flag` in `args`.
+pub fn flag<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.windows(2)
+        .find(|w| w[0] == flag)
+        .map(|w| w[1].as_str())
+}
+
 /// A grey test image as base64 PNG, as a client sends it.
 pub fn png_base64(image: &cocktail_common::testset::GreyImage) -> anyhow::Result<String> {
     let buffer = image::GrayImage::from_raw(image.width, image.height, image.pixels.clone())

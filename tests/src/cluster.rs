@@ -404,36 +404,6 @@ impl Cluster {
     }
 }
 
-/// The pids of the `cocktail-worker` processes serving `model` for the master at
-/// `master_url` (found by their command lines, so only this test's workers match).
-pub fn worker_pids(master_url: &str, model: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-        let has = |flag: &str, value: &str| {
-            args.windows(2)
-                .any(|w| w[0] == flag.as_bytes() && w[1] == value.as_bytes())
-        };
-        let is_worker = args
-            .first()
-            .is_some_and(|a| a.ends_with(b"cocktail-worker"));
-        if is_worker && has("--model", model) && has("--master", master_url) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 /// Sends `signal` (e.g. "KILL", "STOP", "CONT") to `pid`.
 pub fn signal(pid: i32, signal: &str) {
     let status = std::process::Command::new("kill")

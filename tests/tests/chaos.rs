@@ -12,15 +12,14 @@
     reason = "an integration test fails by panicking, with the value that was wrong"
 )]
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cocktail_benches::loadgen::{self, LoadReport, LoadgenConfig};
+use cocktail_benches::process::{command_lines, flag};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_tests::cluster::{
     Mongo, Process, Redis, eventually, free_port, serving_workers, signal, wait_for_models,
-    worker_pids,
 };
 use cocktail_tests::zoo_manifest;
 use serde_json::Value;
@@ -84,26 +83,25 @@ async fn managed_master(extra: &[&str]) -> Process {
 /// `seconds` of the Strict mix at [`RATE`] against `url`, same seed every time.
 async fn load(url: &str, seconds: usize) -> LoadReport {
     let zoo = Zoo::load(zoo_manifest()).unwrap();
-    let types = loadgen::types_for(&zoo, "fashion").unwrap();
-    let (inputs, labels) = loadgen::inputs(&zoo, "fashion").unwrap();
-    loadgen::run(
-        &LoadgenConfig {
-            url: url.to_owned(),
-            task: "fashion".into(),
-            rates: vec![RATE; seconds],
-            mix: Mix::Strict,
-            seed: SEED,
-            grace_ms: 200.0,
-            max_in_flight: 256,
-            timeout: Duration::from_secs(10),
-        },
-        &types,
-        Arc::new(inputs),
-        Arc::new(labels),
-        None,
-    )
-    .await
-    .unwrap()
+    let config = LoadgenConfig {
+        grace_ms: 200.0,
+        ..LoadgenConfig::steady(url, "fashion", RATE, seconds, Mix::Strict, SEED)
+    };
+    loadgen::run_zoo(&zoo, &config).await.unwrap()
+}
+
+/// The pids of the `cocktail-worker` processes serving `model` for the master at
+/// `master_url` (by their command lines, so only this test's workers match).
+fn worker_pids(master_url: &str, model: &str) -> Vec<i32> {
+    command_lines()
+        .into_iter()
+        .filter(|(_, args)| {
+            args.first().is_some_and(|a| a.ends_with("cocktail-worker"))
+                && flag(args, "--model") == Some(model)
+                && flag(args, "--master") == Some(master_url)
+        })
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 fn failed(report: &LoadReport) -> u64 {

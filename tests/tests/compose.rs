@@ -431,28 +431,13 @@ async fn worker_containers_scale_with_the_load_and_faults_fail_no_request() {
         project.workers()
     );
 
-    let types = loadgen::types_for(&zoo, "fashion").unwrap();
-    let (inputs, labels) = loadgen::inputs(&zoo, "fashion").unwrap();
-    let url = project.url("");
+    let config = LoadgenConfig {
+        grace_ms: 500.0,
+        ..LoadgenConfig::steady(&project.url(""), "fashion", 10.0, 45, Mix::Strict, 3)
+    };
     let run = tokio::spawn(async move {
-        loadgen::run(
-            &LoadgenConfig {
-                url,
-                task: "fashion".into(),
-                rates: vec![10.0; 45],
-                mix: Mix::Strict,
-                seed: 3,
-                grace_ms: 500.0,
-                max_in_flight: 256,
-                timeout: Duration::from_secs(10),
-            },
-            &types,
-            std::sync::Arc::new(inputs),
-            std::sync::Arc::new(labels),
-            None,
-        )
-        .await
-        .unwrap()
+        let zoo = Zoo::load(zoo_manifest()).unwrap();
+        loadgen::run_zoo(&zoo, &config).await.unwrap()
     });
     // The load asks for more than one container of the popular pools.
     eventually(

@@ -10,13 +10,12 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
 use cocktail_benches::loadgen::{self, LoadReport, LoadgenConfig};
-use cocktail_benches::process::sibling;
+use cocktail_benches::process::{command_lines, flag, sibling};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -83,36 +82,21 @@ fn sample(pid: i32) -> Option<Sample> {
 fn processes(port: u16) -> Vec<(String, i32)> {
     let master_url = format!("http://127.0.0.1:{port}");
     let port = port.to_string();
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = cmdline
-            .split(|&b| b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        let value = |flag: &str| args.windows(2).find(|w| w[0] == flag).map(|w| w[1].clone());
-        let program = args.first().map(String::as_str).unwrap_or_default();
-        if program.ends_with("cocktail-master") && value("--port").as_deref() == Some(&port) {
-            found.push(("master".to_owned(), pid));
-        } else if program.ends_with("cocktail-worker")
-            && value("--master").as_deref() == Some(&master_url)
-        {
-            let model = value("--model").unwrap_or_default();
-            found.push((format!("worker {model}"), pid));
-        }
-    }
+    let mut found: Vec<(String, i32)> = command_lines()
+        .into_iter()
+        .filter_map(|(pid, args)| {
+            let program = args.first()?;
+            if program.ends_with("cocktail-master") && flag(&args, "--port") == Some(&port) {
+                Some(("master".to_owned(), pid))
+            } else if program.ends_with("cocktail-worker")
+                && flag(&args, "--master") == Some(&master_url)
+            {
+                Some((format!("worker {}", flag(&args, "--model")?), pid))
+            } else {
+                None
+            }
+        })
+        .collect();
     found.sort();
     found
 }
@@ -140,23 +124,9 @@ async fn wait_ready(url: &str, models: usize, limit: Duration) -> anyhow::Result
 
 async fn load(url: &str, task: &str, rate: f64, seconds: usize) -> anyhow::Result<LoadReport> {
     let zoo = Zoo::load(Zoo::locate(None)?)?;
-    let types = loadgen::types_for(&zoo, task)?;
-    let (inputs, labels) = loadgen::inputs(&zoo, task)?;
-    loadgen::run(
-        &LoadgenConfig {
-            url: url.to_owned(),
-            task: task.to_owned(),
-            rates: vec![rate; seconds],
-            mix: Mix::Strict,
-            seed: 1,
-            grace_ms: 20.0,
-            max_in_flight: 256,
-            timeout: Duration::from_secs(10),
-        },
-        &types,
-        Arc::new(inputs),
-        Arc::new(labels),
-        None,
+    loadgen::run_zoo(
+        &zoo,
+        &LoadgenConfig::steady(url, task, rate, seconds, Mix::Strict, 1),
     )
     .await
 }
