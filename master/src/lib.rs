@@ -21,7 +21,7 @@ pub use policy::{
     autoscale, ensemble, estimate, kairos, mix, packing, predict, ribbon, selection, voting,
 };
 pub use resources::{controller, learned, provider, store};
-pub use serving::{cache, dispatch, registry, request, service, state, tasks, usage};
+pub use serving::{cache, control, dispatch, registry, request, service, state, tasks, usage};
 
 pub use config::{Interval, MasterConfig};
 pub use error::MasterError;

@@ -89,6 +89,21 @@ pub fn prepare(request: &InferRequest, pre: &Preprocessor) -> Result<Prepared, W
     }
 }
 
+/// A request body: raw PNG/JPEG bytes when `raw_image` (an `image/*` or
+/// `application/octet-stream` content type), otherwise OIP v2 JSON; with the request's id.
+pub fn parse_body(
+    body: &[u8],
+    raw_image: bool,
+    pre: &Preprocessor,
+) -> Result<(Prepared, Option<String>), WorkerError> {
+    if raw_image {
+        return Ok((prepare_raw_image(body, pre)?, None));
+    }
+    let request: InferRequest =
+        serde_json::from_slice(body).map_err(|e| WorkerError::MalformedJson(e.to_string()))?;
+    Ok((prepare(&request, pre)?, request.id))
+}
+
 /// One raw image body (PNG or JPEG bytes).
 pub fn prepare_raw_image(bytes: &[u8], pre: &Preprocessor) -> Result<Prepared, WorkerError> {
     let Preprocessor::Image(image) = pre else {

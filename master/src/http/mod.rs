@@ -2,8 +2,10 @@
 //! worker control plane, `/openapi.json` and `/metrics`. Handlers are thin: they read
 //! the body, call [`crate::request`] and [`crate::Master`], and shape the answer.
 
+mod classify;
 mod error;
 mod openapi;
 mod routes;
 
+pub use classify::classify_request;
 pub use routes::{AppState, configure};

@@ -3,19 +3,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix_multipart::Multipart;
-use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use cocktail_common::control::{Deregistration, Heartbeat, Notice, Registered, Registration};
 use cocktail_common::oip::{ModelMetadata, TensorMetadata};
-use futures_util::StreamExt as _;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::classify::classify_request;
+use crate::control::check_registration;
 use crate::controller::Controller;
 use crate::mix::MAX_TYPES;
-use crate::request::{self, MAX_BODY_BYTES, SingleItem, ValidRequest};
+use crate::request::{self, MAX_BODY_BYTES};
 use crate::service::Answer;
 use crate::store::Collection;
 use crate::tasks::InputKind;
@@ -288,55 +287,7 @@ pub async fn classify(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let started = Instant::now();
-    let multipart = http
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.starts_with("multipart/form-data"));
-    let (fields, image) = if multipart {
-        read_multipart(Multipart::new(http.headers(), payload)).await?
-    } else {
-        let body = read_body(payload).await?;
-        let fields: Map<String, Value> = serde_json::from_slice(&body)
-            .map_err(|e| MasterError::Malformed(format!("expected a JSON object: {e}")))?;
-        (fields, None)
-    };
-    let task_name = match fields.get("task") {
-        Some(Value::String(t)) => t.clone(),
-        _ => {
-            return Err(MasterError::invalid(
-                "task",
-                "is required: the task to classify for",
-            ));
-        }
-    };
-    let table = state.master.task(&task_name)?;
-    let decoded;
-    let item = match (&image, fields.get("image"), fields.get("text")) {
-        (Some(bytes), _, _) => SingleItem::Image(bytes),
-        (None, Some(Value::String(b64)), _) => {
-            use base64::Engine as _;
-            decoded = base64::engine::general_purpose::STANDARD
-                .decode(b64.trim())
-                .map_err(|e| MasterError::invalid("image", format!("not valid base64: {e}")))?;
-            SingleItem::Image(&decoded)
-        }
-        (None, None, Some(Value::String(text))) => SingleItem::Text(text),
-        _ => {
-            return Err(MasterError::invalid(
-                "image",
-                "one of `image` (base64 or file part) or `text` (string) is required",
-            ));
-        }
-    };
-    let request = ValidRequest {
-        id: fields.get("id").and_then(Value::as_str).map(str::to_owned),
-        body: request::single_item_body(table.kind, item)?,
-        items: 1,
-        constraint: request::constraint(&fields)?,
-        labels: request::labels(table, fields.get("label"), 1)?,
-        scheme: request::scheme(fields.get("scheme"))?,
-    };
+    let (task_name, request) = classify_request(&state.master, http.headers(), payload).await?;
     let answer = state.master.infer(&task_name, request).await?;
     timed_json(started, &answer, &flatten(&answer))
 }
@@ -364,36 +315,6 @@ fn flatten(answer: &Answer) -> Value {
         .collect();
     fields.insert("votes".into(), Value::Array(votes));
     Value::Object(fields)
-}
-
-/// Reads form fields as strings and the `image` part as bytes, within the body limit.
-async fn read_multipart(mut form: Multipart) -> Result<(Map<String, Value>, Option<Vec<u8>>)> {
-    let mut fields = Map::new();
-    let mut image = None;
-    let mut total = 0_usize;
-    while let Some(part) = form.next().await {
-        let mut part = part.map_err(|e| MasterError::Malformed(format!("multipart: {e}")))?;
-        let name = part.name().unwrap_or_default().to_owned();
-        let mut data = Vec::new();
-        while let Some(chunk) = part.next().await {
-            let chunk = chunk.map_err(|e| MasterError::Malformed(format!("multipart: {e}")))?;
-            total += chunk.len();
-            if total > MAX_BODY_BYTES {
-                return Err(MasterError::PayloadTooLarge {
-                    limit: MAX_BODY_BYTES,
-                });
-            }
-            data.extend_from_slice(&chunk);
-        }
-        if name == "image" {
-            image = Some(data);
-        } else {
-            let text = String::from_utf8(data)
-                .map_err(|_| MasterError::invalid(name.clone(), "must be UTF-8 text"))?;
-            fields.insert(name, Value::String(text));
-        }
-    }
-    Ok((fields, image))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -460,25 +381,7 @@ pub async fn register(
     body: web::Json<Registration>,
 ) -> Result<HttpResponse> {
     let master = &state.master;
-    if !master
-        .tasks
-        .values()
-        .any(|t| t.model_index(&body.model).is_some())
-    {
-        return Err(MasterError::invalid(
-            "model",
-            format!("`{}` is not in this master's zoo", body.model),
-        ));
-    }
-    if !(body.url.starts_with("http://") || body.url.starts_with("https://")) {
-        return Err(MasterError::invalid(
-            "url",
-            format!("must be an http(s) URL; given `{}`", body.url),
-        ));
-    }
-    if body.id.is_empty() || body.id.len() > 256 {
-        return Err(MasterError::invalid("id", "must be 1 to 256 characters"));
-    }
+    check_registration(&master.tasks, &body)?;
     master.registry.register(&body);
     Ok(HttpResponse::Ok().json(Registered {
         heartbeat_ms: master.config.heartbeat.as_millis() as u64,
