@@ -21,3 +21,5 @@ log "cargo build (the binaries the black-box tests start)"
 cargo build --workspace --bins --features cocktail-tests/ec2 --locked
 log "cargo test"
 cargo test --workspace --features cocktail-tests/ec2 --locked
+# Every parser of untrusted bytes, fuzzed for 30 s per target from the committed corpora.
+"$ROOT/scripts/fuzz.sh" 30

@@ -12,9 +12,7 @@
 )]
 
 use actix_web::ResponseError as _;
-use cocktail_common::control::{
-    Deregistration, Heartbeat, Notice, Registered, Registration,
-};
+use cocktail_common::control::{Deregistration, Heartbeat, Notice, Registered, Registration};
 use cocktail_fuzz::TASKS;
 use cocktail_master::MasterError;
 use cocktail_master::control::{MAX_ID_BYTES, check_registration};
@@ -31,7 +29,11 @@ fuzz_target!(|data: &[u8]| {
                     registration.url.starts_with("http://")
                         || registration.url.starts_with("https://")
                 );
-                assert!(TASKS.values().any(|t| t.model_index(&registration.model).is_some()));
+                assert!(
+                    TASKS
+                        .values()
+                        .any(|t| t.model_index(&registration.model).is_some())
+                );
             }
             Err(e) => {
                 assert!(e.status_code().is_client_error(), "{e} is not a 4xx");

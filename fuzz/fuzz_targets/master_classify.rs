@@ -43,7 +43,9 @@ fuzz_target!(|data: &[u8]| {
     match RUNTIME.block_on(classify_request(&MASTER, &headers, payload)) {
         Ok((task, request)) => {
             assert_eq!(request.items, 1);
-            let table = MASTER.task(&task).expect("an accepted request names a task");
+            let table = MASTER
+                .task(&task)
+                .expect("an accepted request names a task");
             // What the members get, with the constraint as parameters, is what a client
             // could have sent to /v2 directly.
             let mut oip: InferRequest =

@@ -21,10 +21,17 @@ fuzz_target!(|data: &[u8]| {
         let body = Bytes::copy_from_slice(data);
         match parse_infer(task, body) {
             Ok(request) => {
-                assert!((1..=MAX_ITEMS).contains(&request.items), "{}", request.items);
+                assert!(
+                    (1..=MAX_ITEMS).contains(&request.items),
+                    "{}",
+                    request.items
+                );
                 assert_eq!(request.body, data, "the members get the client's own bytes");
                 let c = request.constraint;
-                assert!(c.latency_ms > 0.0 && c.latency_ms <= MAX_LATENCY_MS, "{c:?}");
+                assert!(
+                    c.latency_ms > 0.0 && c.latency_ms <= MAX_LATENCY_MS,
+                    "{c:?}"
+                );
                 assert!((0.0..=1.0).contains(&c.accuracy), "{c:?}");
                 if let Some(labels) = &request.labels {
                     assert_eq!(labels.len(), request.items);
@@ -34,7 +41,10 @@ fuzz_target!(|data: &[u8]| {
             Err(e) => {
                 assert!(e.status_code().is_client_error(), "{e} is not a 4xx");
                 assert!(
-                    matches!(e, MasterError::InvalidInput { .. } | MasterError::Malformed(_)),
+                    matches!(
+                        e,
+                        MasterError::InvalidInput { .. } | MasterError::Malformed(_)
+                    ),
                     "{e:?}"
                 );
             }

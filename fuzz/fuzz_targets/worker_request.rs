@@ -28,13 +28,20 @@ fuzz_target!(|data: &[u8]| {
 
 /// What the batcher and the backend rely on.
 pub fn check(prepared: &Prepared, pre: &Preprocessor) {
-    assert!((1..=MAX_ITEMS).contains(&prepared.len()), "{}", prepared.len());
+    assert!(
+        (1..=MAX_ITEMS).contains(&prepared.len()),
+        "{}",
+        prepared.len()
+    );
     match prepared {
         Prepared::Images { count, values } => {
             let image = image_preprocessor();
             let per_item = (image.height * image.width) as usize;
             assert_eq!(values.len(), count * per_item);
-            assert!(values.iter().all(|v| v.is_finite()), "a value is not finite");
+            assert!(
+                values.iter().all(|v| v.is_finite()),
+                "a value is not finite"
+            );
         }
         Prepared::Tokens(rows) => {
             let text = text_preprocessor();
@@ -42,7 +49,10 @@ pub fn check(prepared: &Prepared, pre: &Preprocessor) {
             for row in rows {
                 assert!(!row.ids.is_empty() && row.ids.len() <= text.max_tokens());
                 assert_eq!(row.ids.len(), row.mask.len());
-                assert!(row.ids.iter().all(|&id| (0..vocab).contains(&id)), "{row:?}");
+                assert!(
+                    row.ids.iter().all(|&id| (0..vocab).contains(&id)),
+                    "{row:?}"
+                );
                 assert!(row.mask.iter().all(|&m| m == 0 || m == 1), "{row:?}");
             }
         }

@@ -21,10 +21,16 @@ fuzz_target!(|data: &[u8]| {
     let pre = text_preprocessor();
     match pre.row(text) {
         Ok(row) => {
-            assert!(!row.ids.is_empty() && row.ids.len() <= pre.max_tokens(), "{row:?}");
+            assert!(
+                !row.ids.is_empty() && row.ids.len() <= pre.max_tokens(),
+                "{row:?}"
+            );
             assert_eq!(row.ids.len(), row.mask.len());
             let vocab = pre.vocab_size() as i64;
-            assert!(row.ids.iter().all(|&id| (0..vocab).contains(&id)), "{row:?}");
+            assert!(
+                row.ids.iter().all(|&id| (0..vocab).contains(&id)),
+                "{row:?}"
+            );
         }
         Err(e) => {
             assert!(e.status_code().is_client_error(), "{e} is not a 4xx");

@@ -44,3 +44,49 @@ pub fn check_registration(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use cocktail_common::Zoo;
+
+    use super::*;
+    use crate::tasks;
+
+    fn registration(model: &str, url: &str, id: &str) -> Registration {
+        Registration {
+            id: id.into(),
+            model: model.into(),
+            url: url.into(),
+            packing_factor: 4,
+            queue_items: 8,
+            threads: 1,
+            burst: false,
+            instance_type: None,
+        }
+    }
+
+    #[test]
+    fn registrations_name_a_zoo_model_an_http_url_and_a_short_id() {
+        let zoo = Zoo::load(Zoo::locate(None).unwrap()).unwrap();
+        let tables: BTreeMap<_, _> = tasks::from_zoo(&zoo, 100.0)
+            .into_iter()
+            .map(|(name, table)| (name, Arc::new(table)))
+            .collect();
+        let model = zoo.models()[0].name.as_str();
+        let url = "http://127.0.0.1:9000";
+        assert!(check_registration(&tables, &registration(model, url, "w1")).is_ok());
+        let long = "x".repeat(MAX_ID_BYTES + 1);
+        for (bad, field) in [
+            (registration("nope", url, "w1"), "`model`"),
+            (registration(model, "ftp://x", "w1"), "`url`"),
+            (registration(model, url, ""), "`id`"),
+            (
+                registration(model, url, &long),
+                "`id`: must be 1 to 256 bytes; given 257",
+            ),
+        ] {
+            let err = check_registration(&tables, &bad).unwrap_err().to_string();
+            assert!(err.contains(field), "{err}");
+        }
+    }
+}
