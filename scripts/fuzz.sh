@@ -5,6 +5,9 @@
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     # default: 30 s, every target
 #
+# FUZZ_RUNS=N stops each target after N executions (SECONDS still bounds it); FUZZ_WORK=DIR
+# keeps the grown corpora and logs in DIR instead of a temporary directory.
+#
 # cargo-fuzz needs nightly flags: the pinned stable toolchain gives them with
 # RUSTC_BOOTSTRAP=1. Targets build without a sanitizer (`-s none`): the workspace forbids
 # unsafe code, and AddressSanitizer would double the build and halve the executions.
@@ -33,15 +36,22 @@ targets=("$@")
 log "cargo fuzz build (${targets[*]})"
 cargo fuzz build "${FUZZ_FLAGS[@]}"
 
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+if [ -n "${FUZZ_WORK:-}" ]; then
+  work="$FUZZ_WORK"
+  mkdir -p "$work"
+else
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+fi
 summary=()
 failed=()
 for target in "${targets[@]}"; do
   log "fuzzing $target for ${FUZZ_SECONDS}s"
   # A copy, so that what the run adds never touches the committed corpus.
+  rm -rf "${work:?}/$target"
   cp -r "fuzz/corpus/$target" "$work/$target"
   args=(-max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+  [ -n "${FUZZ_RUNS:-}" ] && args+=(-runs="$FUZZ_RUNS")
   [ -f "fuzz/dict/$target.dict" ] && args+=(-dict="fuzz/dict/$target.dict")
   if cargo fuzz run "${FUZZ_FLAGS[@]}" "$target" "$work/$target" -- "${args[@]}" \
     >"$work/$target.log" 2>&1; then
