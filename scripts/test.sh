@@ -28,3 +28,5 @@ if command -v docker >/dev/null; then
 fi
 log "cargo test"
 cargo test --workspace --features cocktail-tests/ec2 --locked
+# Every parser of untrusted bytes, fuzzed for 30 s per target from the committed corpora.
+FUZZ_DEV=1 "$ROOT/scripts/fuzz.sh" 30

@@ -21,7 +21,9 @@ pub use policy::{
     autoscale, ensemble, estimate, health, kairos, mix, packing, predict, ribbon, selection, voting,
 };
 pub use resources::{controller, learned, provider, store};
-pub use serving::{cache, dispatch, failover, registry, request, service, state, tasks, usage};
+pub use serving::{
+    cache, control, dispatch, failover, registry, request, service, state, tasks, usage,
+};
 
 pub use config::{Interval, MasterConfig};
 pub use error::MasterError;

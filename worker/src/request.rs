@@ -89,6 +89,21 @@ pub fn prepare(request: &InferRequest, pre: &Preprocessor) -> Result<Prepared, W
     }
 }
 
+/// A request body: raw PNG/JPEG bytes when `raw_image` (an `image/*` or
+/// `application/octet-stream` content type), otherwise OIP v2 JSON; with the request's id.
+pub fn parse_body(
+    body: &[u8],
+    raw_image: bool,
+    pre: &Preprocessor,
+) -> Result<(Prepared, Option<String>), WorkerError> {
+    if raw_image {
+        return Ok((prepare_raw_image(body, pre)?, None));
+    }
+    let request: InferRequest =
+        serde_json::from_slice(body).map_err(|e| WorkerError::MalformedJson(e.to_string()))?;
+    Ok((prepare(&request, pre)?, request.id))
+}
+
 /// One raw image body (PNG or JPEG bytes).
 pub fn prepare_raw_image(bytes: &[u8], pre: &Preprocessor) -> Result<Prepared, WorkerError> {
     let Preprocessor::Image(image) = pre else {
@@ -171,11 +186,18 @@ fn prepare_images(
                     ),
                 ));
             }
-            let values = numbers(&input.data, n * (h * w) as usize)?
-                .into_iter()
-                .map(|v| v as f32)
-                .collect();
-            Ok(Prepared::Images { count: n, values })
+            let values = numbers(&input.data, n * (h * w) as usize)?;
+            // A finite f64 beyond f32's range would reach the model as infinity.
+            if let Some(bad) = values.iter().find(|v| v.abs() > f64::from(f32::MAX)) {
+                return Err(WorkerError::invalid(
+                    "data",
+                    format!("FP32 values must be within ±{:e}; given {bad:e}", f32::MAX),
+                ));
+            }
+            Ok(Prepared::Images {
+                count: n,
+                values: values.into_iter().map(|v| v as f32).collect(),
+            })
         }
         other => Err(WorkerError::invalid(
             "datatype",
@@ -414,6 +436,34 @@ mod tests {
         };
         assert_eq!(prepare(&flat, &image_pre()).unwrap(), expected);
         assert_eq!(prepare(&nested, &image_pre()).unwrap(), expected);
+    }
+
+    #[test]
+    fn fp32_images_stay_within_f32() {
+        // Found by fuzzing (worker_request): 1e308 became +inf on its way to the model.
+        let mut data = vec![serde_json::json!(0.5); 4];
+        data[1] = serde_json::json!(1e308);
+        let huge = request(vec![tensor(
+            "image",
+            "FP32",
+            vec![1, 1, 2, 2],
+            Value::Array(data),
+        )]);
+        let err = prepare(&huge, &image_pre()).unwrap_err().to_string();
+        assert!(
+            err.contains("`data`") && err.contains("3.4028235e38"),
+            "{err}"
+        );
+        let edge = request(vec![tensor(
+            "image",
+            "FP32",
+            vec![1, 1, 2, 2],
+            serde_json::json!([f64::from(f32::MAX), -f64::from(f32::MAX), 0, 1]),
+        )]);
+        let Prepared::Images { values, .. } = prepare(&edge, &image_pre()).unwrap() else {
+            panic!("images")
+        };
+        assert!(values.iter().all(|v| v.is_finite()));
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! worker control plane, `/openapi.json` and `/metrics`. Handlers are thin: they read
 //! the body, call [`crate::request`] and [`crate::Master`], and shape the answer.
 
+mod classify;
 mod error;
 mod openapi;
 mod routes;
 mod views;
 
+pub use classify::classify_request;
 pub use routes::{AppState, configure};

@@ -3,31 +3,27 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix_multipart::Multipart;
 use actix_web::error::JsonPayloadError;
-use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
-use cocktail_common::control::{
-    Deregistration, Heartbeat, MAX_COUNT, Notice, Registered, Registration,
-};
+use cocktail_common::control::{Deregistration, Heartbeat, Notice, Registered, Registration};
 use cocktail_common::oip::{
     ErrorBody, InferRequest, InferResponse, ModelMetadata, ServerMetadata, TensorMetadata,
 };
 use cocktail_worker::http::surface::{endpoint, not_found};
-use futures_util::StreamExt as _;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::classify::{classify_request, read_limited};
 use super::views::{
-    CLASSIFY_FIELDS, Classified, ClassifyForm, ClassifyRequest, DecisionList, EnsembleList,
-    EnsembleView, Feedback, FeedbackApplied, InstanceList, ItemVote, Limit, MAX_MIX_COUNT,
-    MembersFailed, MixChanged, MixRequest, ModelSummary, PoolList, Provenance, TaskList,
-    TaskSummary, WorkerList,
+    Classified, ClassifyForm, ClassifyRequest, DecisionList, EnsembleList, EnsembleView, Feedback,
+    FeedbackApplied, InstanceList, ItemVote, Limit, MAX_MIX_COUNT, MembersFailed, MixChanged,
+    MixRequest, ModelSummary, PoolList, Provenance, TaskList, TaskSummary, WorkerList,
 };
+use crate::control::{at_most, check_registration};
 use crate::controller::{Controller, CostReport};
 use crate::mix::MAX_TYPES;
-use crate::request::{self, MAX_BODY_BYTES, SingleItem, ValidRequest};
+use crate::request;
 use crate::service::Answer;
 use crate::store::Collection;
 use crate::tasks::InputKind;
@@ -248,7 +244,7 @@ pub async fn infer(
 ) -> Result<HttpResponse> {
     let started = Instant::now();
     let table = state.master.task(&task)?;
-    let body = read_body(payload).await?;
+    let body = read_limited(payload).await?;
     let request = request::parse_infer(table, body)?;
     let answer = state.master.infer(&task, request).await?;
     timed_json(started, &answer, &oip_response(&answer))
@@ -276,21 +272,12 @@ fn timed_json(started: Instant, answer: &Answer, value: &impl Serialize) -> Resu
         .body(body))
 }
 
-async fn read_body(payload: web::Payload) -> Result<bytes::Bytes> {
-    match payload.to_bytes_limited(MAX_BODY_BYTES).await {
-        Ok(Ok(body)) => Ok(body),
-        Ok(Err(e)) => Err(MasterError::invalid("body", format!("cannot read: {e}"))),
-        Err(_) => Err(MasterError::PayloadTooLarge {
-            limit: MAX_BODY_BYTES,
-        }),
-    }
-}
-
 /// What every answer reports about how it was made, besides the votes.
 fn provenance(answer: &Answer) -> Provenance {
     Provenance {
         models: answer.models.clone(),
         failed: answer.failed.clone(),
+        substitutes: answer.substitutes.clone(),
         scheme: answer.scheme,
         cache_hit: answer.cache_hit,
         degraded: answer.degraded,
@@ -348,64 +335,7 @@ pub async fn classify(
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let started = Instant::now();
-    let multipart = http
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.starts_with("multipart/form-data"));
-    let (fields, image) = if multipart {
-        read_multipart(Multipart::new(http.headers(), payload)).await?
-    } else {
-        let body = read_body(payload).await?;
-        let fields: Map<String, Value> = serde_json::from_slice(&body)
-            .map_err(|e| MasterError::Malformed(format!("expected a JSON object: {e}")))?;
-        (fields, None)
-    };
-    if let Some(unknown) = fields
-        .keys()
-        .find(|name| !CLASSIFY_FIELDS.contains(&name.as_str()))
-    {
-        return Err(MasterError::invalid(
-            unknown.clone(),
-            format!("is not a field of /v1/classify; it takes {CLASSIFY_FIELDS:?}"),
-        ));
-    }
-    let task_name = match fields.get("task") {
-        Some(Value::String(t)) => t.clone(),
-        _ => {
-            return Err(MasterError::invalid(
-                "task",
-                "is required: the task to classify for",
-            ));
-        }
-    };
-    let table = state.master.task(&task_name)?;
-    let decoded;
-    let item = match (&image, fields.get("image"), fields.get("text")) {
-        (Some(bytes), _, _) => SingleItem::Image(bytes),
-        (None, Some(Value::String(b64)), _) => {
-            use base64::Engine as _;
-            decoded = base64::engine::general_purpose::STANDARD
-                .decode(b64.trim())
-                .map_err(|e| MasterError::invalid("image", format!("not valid base64: {e}")))?;
-            SingleItem::Image(&decoded)
-        }
-        (None, None, Some(Value::String(text))) => SingleItem::Text(text),
-        _ => {
-            return Err(MasterError::invalid(
-                "image",
-                "one of `image` (base64 or file part) or `text` (string) is required",
-            ));
-        }
-    };
-    let request = ValidRequest {
-        id: fields.get("id").and_then(Value::as_str).map(str::to_owned),
-        body: request::single_item_body(table.kind, item)?,
-        items: 1,
-        constraint: request::constraint(&fields)?,
-        labels: request::labels(table, fields.get("label"), 1)?,
-        scheme: request::scheme(fields.get("scheme"))?,
-    };
+    let (task_name, request) = classify_request(&state.master, http.headers(), payload).await?;
     let answer = state.master.infer(&task_name, request).await?;
     timed_json(started, &answer, &classified(&answer))
 }
@@ -431,36 +361,6 @@ fn classified(answer: &Answer) -> Classified {
             .collect(),
         provenance: provenance(answer),
     }
-}
-
-/// Reads form fields as strings and the `image` part as bytes, within the body limit.
-async fn read_multipart(mut form: Multipart) -> Result<(Map<String, Value>, Option<Vec<u8>>)> {
-    let mut fields = Map::new();
-    let mut image = None;
-    let mut total = 0_usize;
-    while let Some(part) = form.next().await {
-        let mut part = part.map_err(|e| MasterError::Malformed(format!("multipart: {e}")))?;
-        let name = part.name().unwrap_or_default().to_owned();
-        let mut data = Vec::new();
-        while let Some(chunk) = part.next().await {
-            let chunk = chunk.map_err(|e| MasterError::Malformed(format!("multipart: {e}")))?;
-            total += chunk.len();
-            if total > MAX_BODY_BYTES {
-                return Err(MasterError::PayloadTooLarge {
-                    limit: MAX_BODY_BYTES,
-                });
-            }
-            data.extend_from_slice(&chunk);
-        }
-        if name == "image" {
-            image = Some(data);
-        } else {
-            let text = String::from_utf8(data)
-                .map_err(|_| MasterError::invalid(name.clone(), "must be UTF-8 text"))?;
-            fields.insert(name, Value::String(text));
-        }
-    }
-    Ok((fields, image))
 }
 
 /// The true label of an answered request: it updates the voting weights and the
@@ -521,9 +421,6 @@ pub async fn workers(state: web::Data<AppState>) -> HttpResponse {
     })
 }
 
-/// Longest worker instance id.
-const MAX_ID_CHARS: usize = 256;
-
 #[utoipa::path(post, path = "/v1/workers/register", request_body = Registration,
     responses((status = 200, description = "Registered; heartbeat this often", body = Registered),
         (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
@@ -535,46 +432,11 @@ pub async fn register(
     body: web::Json<Registration>,
 ) -> Result<HttpResponse> {
     let master = &state.master;
-    if !master
-        .tasks
-        .values()
-        .any(|t| t.model_index(&body.model).is_some())
-    {
-        return Err(MasterError::invalid(
-            "model",
-            format!("`{}` is not in this master's zoo", body.model),
-        ));
-    }
-    if !(body.url.starts_with("http://") || body.url.starts_with("https://")) {
-        return Err(MasterError::invalid(
-            "url",
-            format!("must be an http(s) URL; given `{}`", body.url),
-        ));
-    }
-    for (field, count) in [("queue_items", body.queue_items), ("threads", body.threads)] {
-        at_most(field, count)?;
-    }
-    if !(1..=MAX_ID_CHARS).contains(&body.id.chars().count()) {
-        return Err(MasterError::invalid(
-            "id",
-            format!("must be 1 to {MAX_ID_CHARS} characters"),
-        ));
-    }
+    check_registration(&master.tasks, &body)?;
     master.registry.register(&body);
     Ok(HttpResponse::Ok().json(Registered {
         heartbeat_ms: master.config.heartbeat.as_millis() as u64,
     }))
-}
-
-/// A control-plane count within [`MAX_COUNT`].
-fn at_most(field: &str, count: usize) -> Result<()> {
-    if count > MAX_COUNT {
-        return Err(MasterError::invalid(
-            field,
-            format!("must be at most {MAX_COUNT}; given {count}"),
-        ));
-    }
-    Ok(())
 }
 
 #[utoipa::path(post, path = "/v1/workers/heartbeat", request_body = Heartbeat,

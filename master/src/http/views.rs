@@ -12,6 +12,7 @@ use crate::error::MemberFailure;
 use crate::mix::MAX_TYPES;
 use crate::provider::InstanceRecord;
 use crate::registry::InstanceView;
+use crate::service::Substitute;
 
 /// `GET /v2/models`: the tasks served.
 #[derive(Debug, Serialize, ToSchema)]
@@ -47,12 +48,15 @@ pub struct ModelSummary {
 pub struct Provenance {
     /// The ensemble chosen for the constraint.
     pub models: Vec<String>,
-    /// Members that gave no answer, and why.
+    /// Every model asked that gave no answer, and why (members and substitutes).
     pub failed: Vec<MemberFailure>,
+    /// Members that could not answer in time and the candidates that voted instead.
+    pub substitutes: Vec<Substitute>,
     /// The voting scheme: `weighted`, `majority` or `average`.
     pub scheme: &'static str,
     pub cache_hit: bool,
-    /// Some member gave no answer; the vote used the others.
+    /// Fewer models voted than the ensemble has: some member gave no answer and no
+    /// substitute could stand in.
     pub degraded: bool,
     /// The O2 interval: `{"seconds": s}` or `{"requests": n}`.
     #[schema(value_type = Object)]

@@ -3,6 +3,7 @@
 //! the usage the resource controller measures.
 
 pub mod cache;
+pub mod control;
 pub mod dispatch;
 pub mod failover;
 pub mod registry;

@@ -17,7 +17,7 @@ use tokio::sync::Semaphore;
 use super::surface::{endpoint, not_found};
 use crate::batcher::BatcherHandle;
 use crate::preprocess::Preprocessor;
-use crate::request::{Prepared, prepare, prepare_raw_image, respond};
+use crate::request::{parse_body, respond};
 use crate::{WorkerError, metrics};
 
 /// Largest request body accepted.
@@ -247,14 +247,7 @@ async fn infer_inner(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("application/octet-stream") || ct.starts_with("image/"));
     let preprocessor = Arc::clone(&state.preprocessor);
-    let parse = move || -> Result<(Prepared, Option<String>), WorkerError> {
-        if raw_image {
-            return Ok((prepare_raw_image(&body, &preprocessor)?, None));
-        }
-        let parsed: InferRequest =
-            serde_json::from_slice(&body).map_err(|e| WorkerError::MalformedJson(e.to_string()))?;
-        Ok((prepare(&parsed, &preprocessor)?, parsed.id))
-    };
+    let parse = move || parse_body(&body, raw_image, &preprocessor);
     // A small body parses in microseconds, less than a hop to the blocking pool costs;
     // larger images can take milliseconds to decode, so they leave the async threads.
     let (prepared, id) = if small_body {

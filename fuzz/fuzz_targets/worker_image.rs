@@ -1,0 +1,41 @@
+//! Raw image bodies (`Content-Type: image/*`) through a worker's parser: decoding PNG or
+//! JPEG of any size and colour, the size limit, grey conversion, resizing and
+//! normalisation. An accepted image is one model-sized tensor of finite values; a
+//! refused one is a 4xx naming `image`.
+#![no_main]
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a fuzz target reports a broken invariant by panicking"
+)]
+
+use actix_web::ResponseError as _;
+use cocktail_fuzz::{IMAGE, image_preprocessor};
+use cocktail_worker::WorkerError;
+use cocktail_worker::preprocess::{MAX_IMAGE_SIDE, decode_image};
+use cocktail_worker::request::{Prepared, parse_body};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(grey) = decode_image(data) {
+        assert!(grey.width <= MAX_IMAGE_SIDE && grey.height <= MAX_IMAGE_SIDE);
+        assert_eq!(grey.pixels.len(), (grey.width * grey.height) as usize);
+    }
+    match parse_body(data, true, &IMAGE) {
+        Ok((Prepared::Images { count, values }, id)) => {
+            let image = image_preprocessor();
+            assert_eq!((count, id), (1, None));
+            assert_eq!(values.len(), (image.width * image.height) as usize);
+            assert!(values.iter().all(|v| v.is_finite()));
+        }
+        Ok((Prepared::Tokens(_), _)) => panic!("an image model made tokens"),
+        Err(e) => {
+            assert!(e.status_code().is_client_error(), "{e} is not a 4xx");
+            assert!(
+                matches!(e, WorkerError::InvalidInput { field: "image", .. }),
+                "{e:?}"
+            );
+        }
+    }
+});

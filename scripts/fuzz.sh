@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Fuzzes every parser of untrusted bytes (the cargo-fuzz targets in fuzz/) for SECONDS
+# each, from a copy of the committed corpus, and fails on any crash, panic, broken
+# invariant, timeout or out-of-memory. `scripts/test.sh` runs it with 30 s.
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     # default: 30 s, every target
+#
+# FUZZ_RUNS=N stops each target after N executions (SECONDS still bounds it); FUZZ_WORK=DIR
+# keeps the grown corpora and logs in DIR instead of a temporary directory; FUZZ_DEV=1
+# builds without optimisation (CI's short runs: a cold build of half the time, fewer
+# executions per second).
+#
+# cargo-fuzz needs nightly flags: the pinned stable toolchain gives them with
+# RUSTC_BOOTSTRAP=1. Targets build without a sanitizer (`-s none`): the workspace forbids
+# unsafe code, and AddressSanitizer would double the build and halve the executions.
+# Overflow checks and debug assertions stay on (`-a`). A crash leaves its input in
+# fuzz/artifacts/TARGET/; the command to replay it is printed.
+source "$(dirname "$0")/lib.sh"
+FUZZ_SECONDS="${1:-30}"
+shift $(($# > 0 ? 1 : 0))
+CARGO_FUZZ_VERSION="0.13.2"
+FUZZ_FLAGS=(-s none -a)
+[ -n "${FUZZ_DEV:-}" ] && FUZZ_FLAGS+=(--dev)
+
+if ! "$DEPS/cargo-fuzz/bin/cargo-fuzz" --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
+  log "cargo install cargo-fuzz $CARGO_FUZZ_VERSION"
+  cargo install --root "$DEPS/cargo-fuzz" --locked --version "$CARGO_FUZZ_VERSION" cargo-fuzz
+fi
+export PATH="$DEPS/cargo-fuzz/bin:$PATH"
+export RUSTC_BOOTSTRAP=1
+unset CARGO_TARGET_DIR # fuzz/target, git-ignored
+cd "$ROOT"
+
+log "cargo fmt --check (fuzz/)"
+cargo fmt --manifest-path fuzz/Cargo.toml --check
+
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && mapfile -t targets < <(cargo fuzz list)
+log "cargo fuzz build (${targets[*]})"
+cargo fuzz build "${FUZZ_FLAGS[@]}"
+
+if [ -n "${FUZZ_WORK:-}" ]; then
+  work="$FUZZ_WORK"
+  mkdir -p "$work"
+else
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+fi
+summary=()
+failed=()
+for target in "${targets[@]}"; do
+  log "fuzzing $target for ${FUZZ_SECONDS}s"
+  # A copy, so that what the run adds never touches the committed corpus.
+  rm -rf "${work:?}/$target"
+  cp -r "fuzz/corpus/$target" "$work/$target"
+  args=(-max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+  [ -n "${FUZZ_RUNS:-}" ] && args+=(-runs="$FUZZ_RUNS")
+  [ -f "fuzz/dict/$target.dict" ] && args+=(-dict="fuzz/dict/$target.dict")
+  if cargo fuzz run "${FUZZ_FLAGS[@]}" "$target" "$work/$target" -- "${args[@]}" \
+    >"$work/$target.log" 2>&1; then
+    status=ok
+  else
+    status=FAILED
+    failed+=("$target")
+    grep -E "panicked at|ERROR: libFuzzer|SUMMARY|Test unit written" "$work/$target.log" >&2 || true
+    tail -n 40 "$work/$target.log" >&2
+    log "replay: RUSTC_BOOTSTRAP=1 cargo fuzz run ${FUZZ_FLAGS[*]} $target fuzz/artifacts/$target/<file>"
+  fi
+  runs=$(grep -oP '^stat::number_of_executed_units:\s*\K\d+' "$work/$target.log" || echo "?")
+  speed=$(grep -oP '^stat::average_exec_per_sec:\s*\K\d+' "$work/$target.log" || echo "?")
+  cov=$(grep -oP '\bcov: \K\d+' "$work/$target.log" | tail -n 1 || echo "?")
+  summary+=("$(printf '%-16s %-7s %10s runs %7s/s  cov %s' "$target" "$status" "$runs" "$speed" "$cov")")
+done
+printf '%s\n' "${summary[@]}" >&2
+if [ ${#failed[@]} -gt 0 ]; then
+  log "fuzzing failed: ${failed[*]}"
+  exit 1
+fi
+log "fuzzing: ${#targets[@]} targets, no crash"
