@@ -23,6 +23,10 @@ use cocktail_tests::cluster::{binary, eventually, free_port, wait_for_models};
 use cocktail_tests::{workspace_root, zoo_manifest};
 use serde_json::{Value, json};
 
+/// Each test brings up a whole project (22 worker containers and more): on two cores they
+/// take turns.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The images docker/compose.ci.yml runs besides the project's.
 const SERVICE_IMAGES: [&str; 2] = ["cocktail/redis:ci", "cocktail/mongo-wire:ci"];
 
@@ -236,6 +240,7 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
         eprintln!("skipped: the `docker` command is not installed");
         return;
     }
+    let _turn = ONE_AT_A_TIME.lock().await;
     ensure_images();
     let mut project = Project::new(free_port(), "compose");
     let client = reqwest::Client::new();
@@ -401,7 +406,7 @@ const ELASTIC: &str = "services:
       COCKTAIL_CONTROLLER_INTERVAL_S: \"5\"
       COCKTAIL_OVERHEAD_MS: \"2000\"
       COCKTAIL_IDLE_TIMEOUT_S: \"10\"
-      COCKTAIL_DEADLINE_GRACE_MS: \"500\"
+      COCKTAIL_DEADLINE_GRACE_MS: \"1000\"
 ";
 
 /// Issue 17's faults across containers: under open-loop load the controller launches
@@ -416,6 +421,7 @@ async fn worker_containers_scale_with_the_load_and_faults_fail_no_request() {
         eprintln!("skipped: the `docker` command is not installed");
         return;
     }
+    let _turn = ONE_AT_A_TIME.lock().await;
     ensure_images();
     let mut project = Project::new(free_port(), "containers").with_overrides(ELASTIC);
     let client = reqwest::Client::new();
@@ -432,7 +438,7 @@ async fn worker_containers_scale_with_the_load_and_faults_fail_no_request() {
     );
 
     let config = LoadgenConfig {
-        grace_ms: 500.0,
+        grace_ms: 1000.0,
         ..LoadgenConfig::steady(&project.url(""), "fashion", 10.0, 45, Mix::Strict, 3)
     };
     let run = tokio::spawn(async move {

@@ -24,6 +24,7 @@ use crate::{Master, MasterError};
 
 mod health;
 mod mixes;
+mod standbys;
 
 use mixes::MixSearch;
 pub use mixes::{MixConfig, Optimiser};
@@ -479,91 +480,6 @@ impl Controller {
         }
     }
 
-    /// Keeps `standbys` stopped burstable instances per pool (mark.txt §4.5): launches the
-    /// missing ones, stops them once ready, and stops a resumed one again when the pool's
-    /// regular instances cover its demand.
-    fn tend_standbys(
-        &self,
-        records: &[InstanceRecord],
-        pools: &[PoolState],
-        predicted: f64,
-        total: u64,
-    ) -> Vec<(&'static str, Decision)> {
-        if self.config.standbys == 0 {
-            return Vec::new();
-        }
-        let Some(ty) = self
-            .allowed_types()
-            .filter(|t| t.burstable)
-            .min_by(|a, b| a.on_demand_per_hour.total_cmp(&b.on_demand_per_hour))
-        else {
-            return Vec::new();
-        };
-        let mut standbys = self.standbys.lock().unwrap_or_else(|p| p.into_inner());
-        let mut decisions = Vec::new();
-        for pool in pools {
-            let weight = pool.weight(total);
-            let demand = predicted * weight;
-            let capacity = pool.capacity(&self.config.autoscale);
-            let decide = |action: Action, reason: String| Decision {
-                pool: pool.model.clone(),
-                action,
-                weight,
-                demand,
-                capacity,
-                reason,
-            };
-            let mine: Vec<&InstanceRecord> = records
-                .iter()
-                .filter(|r| r.model == pool.model && standbys.all.contains(&r.id))
-                .collect();
-            let missing = self.config.standbys.saturating_sub(mine.len());
-            if missing > 0 {
-                decisions.push((
-                    "standby",
-                    decide(
-                        Action::Launch {
-                            instance_type: ty.name.clone(),
-                            count: missing as u32,
-                            spot: false,
-                            price_per_hour: ty.on_demand_per_hour,
-                        },
-                        format!(
-                            "cold standby (mark.txt §4.5): {missing} × {} to stop once ready",
-                            ty.name
-                        ),
-                    ),
-                ));
-            }
-            let regular_running = records.iter().any(|r| {
-                r.model == pool.model
-                    && r.status == InstanceStatus::Running
-                    && !standbys.all.contains(&r.id)
-            });
-            for r in mine.iter().filter(|r| r.status == InstanceStatus::Running) {
-                if !standbys.active.contains(&r.id) {
-                    decisions.push((
-                        "standby",
-                        decide(
-                            Action::Stop { id: r.id.clone() },
-                            "cold standby ready: stopped until a spot interruption".into(),
-                        ),
-                    ));
-                } else if regular_running && capacity >= demand {
-                    standbys.active.remove(&r.id);
-                    decisions.push((
-                        "standby",
-                        decide(
-                            Action::Stop { id: r.id.clone() },
-                            format!("regular capacity {capacity:.1} req/s covers {demand:.1} again: standby stopped"),
-                        ),
-                    ));
-                }
-            }
-        }
-        decisions
-    }
-
     /// The reactive check: one more instance for pools missing deadlines.
     pub async fn reactive_step(&self) {
         // A mix optimiser owns the pools: an instance added here would spoil Ribbon's
@@ -805,6 +721,7 @@ impl Controller {
                 tracing::warn!(error = %e, "terminate at shutdown failed");
             }
         }
+        self.provider.close().await;
     }
 
     pub fn pools_report(&self) -> (f64, Vec<PoolReport>) {

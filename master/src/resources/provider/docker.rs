@@ -70,7 +70,8 @@ fn docker_error(what: &str) -> impl Fn(bollard::errors::Error) -> MasterError + 
 
 impl Containers {
     /// Connects to the Docker daemon (`DOCKER_HOST`, else the local socket), checks that
-    /// it answers, and removes the containers a previous master of `cluster` left.
+    /// it answers, and removes the containers a previous master of `cluster` left (it
+    /// crashed, or was killed before it could stop them).
     pub async fn connect(config: DockerConfig) -> Result<Self, MasterError> {
         let docker = Docker::connect_with_local_defaults().map_err(docker_error("connect"))?;
         docker.ping().await.map_err(docker_error("ping"))?;
@@ -100,7 +101,7 @@ impl Containers {
             .map_err(docker_error("list"))?;
         for leftover in leftovers {
             let Some(id) = leftover.id else { continue };
-            tracing::warn!(container = %id, cluster = %self.config.cluster, "removing a container an earlier master left");
+            tracing::info!(container = %id, cluster = %self.config.cluster, "removing a worker container left behind");
             self.docker
                 .remove_container(
                     &id,
@@ -241,6 +242,16 @@ impl Runtime for Containers {
 
     fn exited(&self, container: &mut Container) -> bool {
         container.exited.load(Ordering::Acquire)
+    }
+
+    /// Every container of the cluster that a termination still under way left.
+    fn sweep(&self) -> BoxFuture<'_, ()> {
+        async move {
+            if let Err(e) = self.remove_leftovers().await {
+                tracing::warn!(error = %e, "cannot remove the remaining worker containers");
+            }
+        }
+        .boxed()
     }
 }
 

@@ -106,6 +106,10 @@ pub trait Runtime: Send + Sync + std::fmt::Debug + 'static {
     fn stop(&self, worker: Self::Worker) -> BoxFuture<'_, ()>;
     /// Whether it has exited on its own.
     fn exited(&self, worker: &mut Self::Worker) -> bool;
+    /// Removes every worker this runtime started that is still there (the master stops).
+    fn sweep(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 #[derive(Debug)]
@@ -418,5 +422,9 @@ impl<R: Runtime> Provider for Emulated<R> {
 
     fn interruptions(&self) -> Option<mpsc::Receiver<Interruption>> {
         self.events.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        self.runtime.sweep()
     }
 }

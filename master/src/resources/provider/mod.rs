@@ -113,6 +113,11 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     fn spot_price(&self, ty: &InstanceType) -> f64;
     /// Spot interruption notices; `None` after the first call.
     fn interruptions(&self) -> Option<mpsc::Receiver<Interruption>>;
+    /// The master is stopping and has terminated its instances: removes whatever of them
+    /// is still left (a termination still under way).
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// Seconds since the Unix epoch.
