@@ -436,7 +436,11 @@ async fn sigterm_drains_without_losing_accepted_requests() {
     let mut worker = WorkerProcess::start(&slowest.name, &["--max-batch", "1"]).await;
     let client = reqwest::Client::new();
     let url = worker.infer_url(&slowest.name);
-    let body = json!({"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": ["a film worth seeing twice"]}]});
+    // Long sentences, queued one per batch: the worker is busy well past the signal even
+    // though it ran its warm-up inference before serving.
+    let sentence =
+        "a film worth seeing twice, for its actors and its quiet, patient story; ".repeat(6);
+    let body = json!({"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": [sentence]}]});
     let in_flight: Vec<_> = (0..8)
         .map(|_| {
             let (client, url, body) = (client.clone(), url.clone(), body.clone());
