@@ -77,15 +77,15 @@ impl Controller {
                 if registered.is_some() {
                     state.registered.insert(r.id.clone());
                 }
+                if state.replaced.contains(&r.id) {
+                    continue;
+                }
                 let observed = Observed {
                     exited: r.status == InstanceStatus::Failed,
                     running_for: now.saturating_duration_since(since),
                     registered,
                     was_registered: state.registered.contains(&r.id),
                 };
-                if state.replaced.contains(&r.id) {
-                    continue;
-                }
                 if let Some(reason) = health::diagnose(&observed, &config) {
                     unhealthy.push((r.clone(), reason));
                 }
