@@ -396,13 +396,8 @@ async fn the_store_writes_every_document_once_across_a_server_crash() {
         .unwrap_or(0);
     mongo.kill().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
+    // Back on the same port: the test's client reconnects as the store's does.
     let _mongo = Mongo::start_durable(port, &dir).await;
-    let client = mongodb::Client::with_uri_str(format!("mongodb://127.0.0.1:{port}"))
-        .await
-        .unwrap();
-    let collection = client
-        .database("exactly_once")
-        .collection::<mongodb::bson::Document>("utilisation");
     eventually(
         "every document written",
         Duration::from_secs(120),
