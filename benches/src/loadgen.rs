@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use cocktail_common::auth::{self, Secret};
 use cocktail_common::{Input, TestSet, Zoo};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -35,6 +36,10 @@ pub struct LoadgenConfig {
     pub max_in_flight: usize,
     /// The per-request client timeout.
     pub timeout: Duration,
+    /// Presented for `/v1/cost` (the admin API); without it the report has no cost.
+    pub admin_token: Option<Secret>,
+    /// Presented on every inference request, for a master with `--api-keys`.
+    pub api_key: Option<Secret>,
 }
 
 /// What one answer said.
@@ -88,8 +93,13 @@ pub fn inputs(zoo: &Zoo, task: &str) -> anyhow::Result<(Vec<Value>, Vec<usize>)>
     Ok((inputs, set.labels))
 }
 
-async fn cost(client: &reqwest::Client, url: &str) -> Option<f64> {
-    let response = client.get(format!("{url}/v1/cost")).send().await.ok()?;
+async fn cost(client: &reqwest::Client, url: &str, admin: Option<&Secret>) -> Option<f64> {
+    let response = client
+        .get(format!("{url}/v1/cost"))
+        .bearer_auth(admin?.expose())
+        .send()
+        .await
+        .ok()?;
     if !response.status().is_success() {
         return None;
     }
@@ -113,7 +123,7 @@ pub async fn run(
         .pool_max_idle_per_host(config.max_in_flight)
         .build()?;
     let infer_url = format!("{}/v2/models/{}/infer", config.url, config.task);
-    let cost_before = cost(&client, &config.url).await;
+    let cost_before = cost(&client, &config.url, config.admin_token.as_ref()).await;
     let mix = config.mix.cumulative(types.len());
     let mut rng = rand::rngs::SmallRng::seed_from_u64(config.seed);
     let (sender, mut receiver) = mpsc::unbounded_channel::<Outcome>();
@@ -163,9 +173,14 @@ pub async fn run(
         });
         sent += 1;
         let (client, url, sender) = (client.clone(), infer_url.clone(), sender.clone());
+        let api_key = config.api_key.clone();
         tokio::spawn(async move {
             let start = Instant::now();
-            let answer = client.post(&url).json(&body).send().await;
+            let mut request = client.post(&url).json(&body);
+            if let Some(key) = &api_key {
+                request = request.bearer_auth(key.expose());
+            }
+            let answer = request.send().await;
             let (status, value) = match answer {
                 Ok(response) => {
                     let status = response.status().as_u16();
@@ -192,7 +207,7 @@ pub async fn run(
     drop(sender);
     let tally = collector.await?;
     let duration = started.elapsed().as_secs_f64();
-    let cost_after = cost(&client, &config.url).await;
+    let cost_after = cost(&client, &config.url, config.admin_token.as_ref()).await;
     Ok(tally.report(
         config,
         types,
@@ -362,6 +377,8 @@ impl LoadgenConfig {
             grace_ms: 20.0,
             max_in_flight: 256,
             timeout: Duration::from_secs(10),
+            admin_token: auth::admin_token_for_tools(),
+            api_key: None,
         }
     }
 }

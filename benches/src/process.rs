@@ -2,10 +2,12 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::OnceLock;
 
 use anyhow::{Context, bail};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use cocktail_common::auth::{RunSecrets, Secret};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -21,11 +23,36 @@ pub fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// Starts `name` with `args` and returns it with the URL from its first stdout line;
-/// the child is killed when dropped.
+/// The secrets of this run's masters and workers: the environment's, else fresh ones.
+pub fn secrets() -> anyhow::Result<&'static RunSecrets> {
+    static SECRETS: OnceLock<RunSecrets> = OnceLock::new();
+    if let Some(secrets) = SECRETS.get() {
+        return Ok(secrets);
+    }
+    let made = RunSecrets::from_env_or_new()?;
+    Ok(SECRETS.get_or_init(|| made))
+}
+
+/// A client that presents `secret` on every request: the admin token to the masters this
+/// run started, or the cluster secret to their workers.
+pub fn client_with(secret: &Secret) -> anyhow::Result<reqwest::ClientBuilder> {
+    let mut value = reqwest::header::HeaderValue::from_str(&secret.bearer())?;
+    value.set_sensitive(true);
+    let headers = reqwest::header::HeaderMap::from_iter([(reqwest::header::AUTHORIZATION, value)]);
+    Ok(reqwest::Client::builder().default_headers(headers))
+}
+
+/// A client for the masters this run started (admin endpoints included).
+pub fn admin_client() -> anyhow::Result<reqwest::Client> {
+    Ok(client_with(&secrets()?.admin)?.build()?)
+}
+
+/// Starts `name` with `args` and this run's [`secrets`], and returns it with the URL
+/// from its first stdout line; the child is killed when dropped.
 pub async fn start(name: &str, args: &[&str]) -> anyhow::Result<(Child, String)> {
     let mut child = Command::new(sibling(name)?)
         .args(args)
+        .envs(secrets()?.env())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .kill_on_drop(true)

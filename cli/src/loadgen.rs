@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use cocktail_benches::loadgen::{self, LoadgenConfig};
 use cocktail_common::Zoo;
+use cocktail_common::auth::{self, API_KEY_ENV};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::sim::TraceArgs;
@@ -45,6 +46,8 @@ pub fn run(zoo_path: Option<&Path>, args: &LoadgenArgs) -> anyhow::Result<()> {
         grace_ms: args.grace_ms,
         max_in_flight: args.max_in_flight,
         timeout: Duration::from_millis(args.timeout_ms),
+        admin_token: auth::admin_token_for_tools(),
+        api_key: auth::from_env_or_file(API_KEY_ENV, None)?,
     };
     let types = loadgen::types_for(&zoo, &config.task)?;
     let (inputs, labels) = loadgen::inputs(&zoo, &config.task)?;

@@ -1,6 +1,7 @@
 //! `cocktail`: the project's command line. Each subcommand is a thin wrapper over library
 //! code; `up` runs the system on this machine, `profile` measures the zoo.
 
+mod keys;
 mod loadgen;
 mod profile;
 mod sim;
@@ -45,6 +46,8 @@ enum Command {
     /// Run the serving schemes on a trace in the discrete-event simulator (the master's
     /// own policies, the zoo's recorded answers) and print the comparison.
     Sim(sim::SimArgs),
+    /// Client API keys for a master with `--api-keys`.
+    Keys(keys::KeysArgs),
     /// Run every comparison of docs/results.md in the simulator and write the page, its
     /// tables and its plots.
     Results {
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
             .and_then(cocktail_common::Zoo::load)
             .map_err(anyhow::Error::from)
             .and_then(|zoo| cocktail_benches::results::generate(&zoo, &out)),
+        Command::Keys(args) => keys::run(&args),
         Command::Up(args) => up::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),
     };
     match result {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use cocktail_common::Zoo;
+use cocktail_common::auth::{self, ADMIN_TOKEN_FILE, DEFAULT_SECRETS_DIR};
 use cocktail_worker::server::shutdown_signal;
 use indicatif::{ProgressBar, ProgressStyle};
 use nix::sys::signal::{Signal, kill};
@@ -207,10 +208,15 @@ async fn wait_until_registered(
     bar: &ProgressBar,
     limit: Duration,
 ) -> anyhow::Result<()> {
+    // The master made its admin token at start (or took COCKTAIL_ADMIN_TOKEN's).
     let client = reqwest::Client::new();
     let deadline = Instant::now() + limit;
     loop {
-        let listed: serde_json::Value = match client.get(format!("{url}/v1/workers")).send().await {
+        let mut request = client.get(format!("{url}/v1/workers"));
+        if let Some(token) = auth::admin_token_for_tools() {
+            request = request.bearer_auth(token.expose());
+        }
+        let listed: serde_json::Value = match request.send().await {
             Ok(r) => r.json().await.unwrap_or_default(),
             Err(_) => serde_json::Value::Null,
         };
@@ -246,7 +252,11 @@ fn print_welcome(url: &str, zoo: &Zoo) {
          A sentence, over the Open Inference Protocol v2:\n\n  \
          curl -s {url}/v2/models/sentiment/infer -H 'content-type: application/json' \\\n    \
          -d '{{\"inputs\":[{{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"A wonderful film.\"]}}],\"parameters\":{{\"latency_ms\":0.2,\"accuracy\":0.85}}}}'\n\n\
-         More: {url}/v2/models, {url}/v1/ensembles, {url}/v1/workers, {url}/openapi.json, {url}/metrics\n",
-        sample.display()
+         More: {url}/v2/models, {url}/v1/ensembles, {url}/openapi.json, {url}/metrics\n\n\
+         The admin API (/v1/workers, /v1/instances, /v1/decisions, /v1/cost, /v1/pools) wants the admin\n\
+         token the master keeps in {secrets}/{ADMIN_TOKEN_FILE} (the workers' cluster secret is next to it):\n\n  \
+         curl -s -H \"Authorization: Bearer $(cat {secrets}/{ADMIN_TOKEN_FILE})\" {url}/v1/workers\n",
+        sample.display(),
+        secrets = DEFAULT_SECRETS_DIR,
     );
 }

@@ -2,6 +2,7 @@
 //! committed test sets and the recorded per-model predictions. No HTTP framework and no
 //! async runtime live here, so the simulator and the tests can use it as plain data.
 
+pub mod auth;
 pub mod batching;
 pub mod catalog;
 pub mod control;

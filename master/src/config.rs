@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use cocktail_common::auth::Secret;
+
 use crate::selection::SelectionConfig;
 use crate::voting::Scheme;
 
@@ -52,6 +54,10 @@ pub struct MasterConfig {
     /// Multiplies the modelled batch latencies of Kairos' matching, to match workers
     /// that emulate their types `--emulate-scale` times slower.
     pub speed_scale: f64,
+    /// Presented on every call to a worker (workers started with it refuse others).
+    pub cluster_secret: Option<Secret>,
+    /// The CA that signs https workers' certificates.
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl Default for MasterConfig {
@@ -71,6 +77,8 @@ impl Default for MasterConfig {
             feedback_capacity: 65_536,
             http_workers: 2,
             speed_scale: 1.0,
+            cluster_secret: None,
+            tls_ca: None,
         }
     }
 }

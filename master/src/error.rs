@@ -24,6 +24,20 @@ pub enum MasterError {
     UnknownTask { task: String, known: String },
     #[error("no request `{id}` is waiting for feedback (unknown, already labelled or expired)")]
     UnknownRequest { id: String },
+    /// No or the wrong bearer secret; `realm` says which (`cluster`, `admin`, `api-key`).
+    #[error("{message}")]
+    Unauthorized {
+        realm: &'static str,
+        message: String,
+    },
+    /// Authenticated, but not allowed: names the field and the rule.
+    #[error("forbidden `{field}`: {message}")]
+    Forbidden { field: String, message: String },
+    #[error("API key `{key}` is over its requests-per-second budget; retry after {retry_after:?}")]
+    RateLimited {
+        key: String,
+        retry_after: std::time::Duration,
+    },
     #[error("no worker instance `{id}` is registered")]
     UnknownInstance { id: String },
     #[error("`{model}` is not a pool this controller manages")]
@@ -74,6 +88,9 @@ impl MasterError {
             Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::UnknownTask { .. } => "unknown_task",
             Self::UnknownRequest { .. } => "unknown_request",
+            Self::Unauthorized { .. } => "unauthorized",
+            Self::Forbidden { .. } => "forbidden",
+            Self::RateLimited { .. } => "rate_limited",
             Self::UnknownInstance { .. } => "unknown_instance",
             Self::UnknownPool { .. } => "unknown_pool",
             Self::NoWorkers { .. } => "no_workers",

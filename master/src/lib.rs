@@ -4,10 +4,12 @@
 //!   shared with the simulator.
 //! - `serving`: the request path, from parsing to the voted answer.
 //! - `resources`: the resource controller, its providers and its state.
+//! - `access`: who may call what (secrets, API keys, worker networks).
 //! - `http`, `server`, `config`, `metrics`, `error`: the process around them.
 //!
 //! Every module is also re-exported at the top (`cocktail_master::selection`, ...).
 
+pub mod access;
 pub mod config;
 pub mod error;
 pub mod http;

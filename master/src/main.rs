@@ -7,7 +7,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use cocktail_common::auth::{
+    self, ADMIN_TOKEN_ENV, ADMIN_TOKEN_FILE, CLUSTER_SECRET_FILE, DEFAULT_SECRETS_DIR, Secret,
+};
 use cocktail_common::catalog::Catalog;
+use cocktail_master::access::{Access, ApiKeys, Networks};
 use cocktail_master::autoscale::AutoscaleConfig;
 use cocktail_master::controller::{ControllerConfig, MixConfig, Optimiser, Policy};
 use cocktail_master::mix::MAX_TYPES;
@@ -17,6 +21,7 @@ use cocktail_master::selection::SelectionConfig;
 use cocktail_master::server::Resources;
 use cocktail_master::voting::Scheme;
 use cocktail_master::{Interval, MasterConfig};
+use cocktail_worker::net::{Net, NetArgs};
 use tracing_subscriber::EnvFilter;
 
 /// Serve ensembles of the zoo's models under latency and accuracy constraints.
@@ -71,6 +76,30 @@ struct Args {
     http_workers: usize,
     #[command(flatten)]
     resources: ResourceArgs,
+    #[command(flatten)]
+    security: SecurityArgs,
+    #[command(flatten)]
+    net: NetArgs,
+}
+
+/// Who may call what (docs/security.md).
+#[derive(Debug, clap::Args)]
+struct SecurityArgs {
+    /// Where the cluster secret and the admin token are kept when not given otherwise:
+    /// generated there (mode 0600) at the first start and reused after.
+    #[arg(long, env = "COCKTAIL_SECRETS_DIR", default_value = DEFAULT_SECRETS_DIR)]
+    secrets_dir: PathBuf,
+    /// A file (mode 0600) holding the admin token; COCKTAIL_ADMIN_TOKEN gives it directly.
+    #[arg(long, env = "COCKTAIL_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<PathBuf>,
+    /// Client API keys with their requests-per-second budgets (TOML; see
+    /// `cocktail keys new`); without it the inference endpoints need no key.
+    #[arg(long, env = "COCKTAIL_API_KEYS")]
+    api_keys: Option<PathBuf>,
+    /// Networks worker URLs must lie in (CIDRs, comma-separated; default: loopback with
+    /// `--provider local`, else loopback and the private ranges).
+    #[arg(long, env = "COCKTAIL_WORKER_NETWORKS", value_delimiter = ',')]
+    worker_networks: Vec<String>,
 }
 
 /// The resource controller (off unless `--provider` is given).
@@ -234,7 +263,11 @@ fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(value))
 }
 
-fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<Resources>> {
+fn resources(
+    args: ResourceArgs,
+    zoo: Option<PathBuf>,
+    cluster_secret: &Secret,
+) -> anyhow::Result<Option<Resources>> {
     let Some(provider) = args.provider else {
         return Ok(None);
     };
@@ -305,6 +338,7 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
             spot_history: args.spot_history,
             emulate_types: args.emulate_types,
             emulate_scale: args.emulate_scale,
+            cluster_secret: Some(cluster_secret.clone()),
         },
         #[cfg(feature = "ec2")]
         ec2: if ec2 {
@@ -319,6 +353,7 @@ fn resources(args: ResourceArgs, zoo: Option<PathBuf>) -> anyhow::Result<Option<
                     anyhow::anyhow!("`--public-url` is required with `--provider ec2`")
                 })?,
                 seed: args.seed,
+                cluster_secret: Some(cluster_secret.clone()),
             })
         } else {
             None
@@ -388,7 +423,12 @@ fn run(args: Args) -> anyhow::Result<()> {
     } else {
         1.0
     };
-    let resources = resources(args.resources, args.zoo.clone())?;
+    // The effective configuration; secrets come from the environment or files and are
+    // not part of it.
+    tracing::info!(config = ?args, "starting");
+    let mut net = args.net.load()?;
+    let (access, cluster_secret) = access(&args.security, &mut net, args.resources.provider)?;
+    let resources = resources(args.resources, args.zoo.clone(), &cluster_secret)?;
     let config = MasterConfig {
         zoo: args.zoo,
         redis_url: args.redis_url,
@@ -408,20 +448,70 @@ fn run(args: Args) -> anyhow::Result<()> {
         http_workers: args.http_workers,
         pseudo_label_every: args.pseudo_label_every,
         speed_scale,
+        cluster_secret: Some(cluster_secret),
+        tls_ca: net.ca.clone(),
         ..MasterConfig::default()
     };
     let prometheus = cocktail_master::metrics::install()?;
     let listener = TcpListener::bind((args.host.as_str(), args.port))?;
     let address = listener.local_addr()?;
     // The first stdout line tells scripts and tests where the master listens.
-    println!("cocktail-master listening on http://{address}");
+    println!("cocktail-master listening on {}://{address}", net.scheme());
     actix_web::rt::System::new().block_on(cocktail_master::server::serve(
         config,
         listener,
         Some(prometheus),
         resources,
+        access,
+        net,
     ))?;
     Ok(())
+}
+
+/// The secrets and admission rules: the cluster secret and the admin token from the
+/// environment or their files, else the ones in the secrets folder (made there at the
+/// first start). The cluster secret is also what `net` presents to workers.
+fn access(
+    args: &SecurityArgs,
+    net: &mut Net,
+    provider: Option<ProviderKind>,
+) -> anyhow::Result<(Access, Secret)> {
+    let dir = &args.secrets_dir;
+    let mut from_dir = Vec::new();
+    let cluster = match net.cluster_secret.take() {
+        Some(secret) => secret,
+        None => {
+            from_dir.push(CLUSTER_SECRET_FILE);
+            Secret::read_or_create(dir, CLUSTER_SECRET_FILE)?
+        }
+    };
+    let admin = match auth::from_env_or_file(ADMIN_TOKEN_ENV, args.admin_token_file.as_deref())? {
+        Some(secret) => secret,
+        None => {
+            from_dir.push(ADMIN_TOKEN_FILE);
+            Secret::read_or_create(dir, ADMIN_TOKEN_FILE)?
+        }
+    };
+    if !from_dir.is_empty() {
+        tracing::info!(dir = %dir.display(), files = ?from_dir, "secrets kept in the secrets folder (mode 0600)");
+    }
+    net.cluster_secret = Some(cluster.clone());
+    let keys = args.api_keys.as_deref().map(ApiKeys::load).transpose()?;
+    if let Some(keys) = &keys {
+        tracing::info!(keys = keys.len(), "the inference endpoints need an API key");
+    }
+    let networks = match (args.worker_networks.is_empty(), provider) {
+        (false, _) => Networks::parse(&args.worker_networks)?,
+        (true, Some(ProviderKind::Local)) => Networks::loopback(),
+        (true, _) => Networks::private(),
+    };
+    let access = Access {
+        cluster: Some(cluster.clone()),
+        admin: Some(admin),
+        keys,
+        networks,
+    };
+    Ok((access, cluster))
 }
 
 /// `--pool-mix` and its settings, checked.

@@ -4,12 +4,15 @@
 use std::net::TcpListener;
 use std::sync::Arc;
 
+use actix_web::middleware::from_fn;
 use actix_web::{App, HttpServer, web};
 use cocktail_common::Zoo;
 use cocktail_common::catalog::Catalog;
+use cocktail_worker::net::{Net, request_deadline};
 use cocktail_worker::server::shutdown_signal;
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::access::Access;
 use crate::controller::{Controller, ControllerConfig};
 use crate::http::{AppState, configure};
 use crate::provider::docker::Containers;
@@ -36,11 +39,14 @@ pub struct Resources {
 }
 
 /// Serves on `listener` until SIGINT or SIGTERM; must run inside an actix `System`.
+/// `access` decides who may call what; `net` sets TLS and the limits on clients.
 pub async fn serve(
     config: MasterConfig,
     listener: TcpListener,
     prometheus: Option<PrometheusHandle>,
     resources: Option<Resources>,
+    access: Access,
+    net: Net,
 ) -> Result<(), MasterError> {
     let http_workers = config.http_workers.max(1);
     let zoo_path = config.zoo.clone();
@@ -65,7 +71,7 @@ pub async fn serve(
             if address.ip().is_unspecified() {
                 address.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
             }
-            resources.local.master_url = format!("http://{address}");
+            resources.local.master_url = format!("{}://{address}", net.scheme());
             let zoo = Zoo::load(Zoo::locate(zoo_path.as_deref())?)?;
             let provider: Arc<dyn crate::provider::Provider> = match () {
                 #[cfg(feature = "ec2")]
@@ -121,14 +127,30 @@ pub async fn serve(
         master,
         prometheus,
         controller: controller.clone(),
+        access,
     });
-    let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(configure))
-        .workers(http_workers)
-        .disable_signals()
-        .shutdown_timeout(30)
-        .listen(listener)
-        .map_err(|e| MasterError::Internal(format!("listen: {e}")))?
-        .run();
+    let deadline = net.request_timeout;
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .wrap(from_fn(move |request, next| {
+                request_deadline(deadline, request, next)
+            }))
+            .configure(configure)
+    })
+    .workers(http_workers)
+    .disable_signals()
+    .shutdown_timeout(30)
+    .client_request_timeout(net.header_timeout)
+    .max_connections(net.connections_per_worker(http_workers));
+    let listen = |e: std::io::Error| MasterError::Internal(format!("listen: {e}"));
+    let server = match &net.tls {
+        Some(tls) => server
+            .listen_rustls_0_23(listener, (**tls).clone())
+            .map_err(listen)?,
+        None => server.listen(listener).map_err(listen)?,
+    }
+    .run();
     let handle = server.handle();
     tokio::spawn(async move {
         shutdown_signal().await;

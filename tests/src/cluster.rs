@@ -34,6 +34,28 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// The admin token and cluster secret of every master and worker the tests start (in
+/// their environment, as `cocktail up` and the providers pass them).
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef";
+pub const CLUSTER_SECRET: &str = "test-cluster-secret-0123456789abcdef";
+
+/// A client that presents the tests' admin token on every request.
+pub fn admin_client() -> reqwest::Client {
+    bearer_client(ADMIN_TOKEN)
+}
+
+/// A client that presents `token` as its bearer token on every request.
+pub fn bearer_client(token: &str) -> reqwest::Client {
+    let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
+    reqwest::Client::builder()
+        .default_headers(reqwest::header::HeaderMap::from_iter([(
+            reqwest::header::AUTHORIZATION,
+            value,
+        )]))
+        .build()
+        .unwrap()
+}
+
 /// A running process; killed when dropped.
 #[derive(Debug)]
 pub struct Process {
@@ -43,11 +65,28 @@ pub struct Process {
 }
 
 impl Process {
-    /// Starts a Cocktail binary that prints `... http://ADDR` as its first stdout line.
+    /// Starts a Cocktail binary that prints `... http://ADDR` as its first stdout line,
+    /// with the tests' admin token and cluster secret.
     pub async fn start(name: &str, args: &[String]) -> Self {
-        let mut child = Command::new(binary(name))
+        Self::start_env(name, args, &[]).await
+    }
+
+    /// [`Process::start`] with environment variables set (`Some`) or removed (`None`)
+    /// after the tests' secrets.
+    pub async fn start_env(name: &str, args: &[String], env: &[(&str, Option<&str>)]) -> Self {
+        let mut command = Command::new(binary(name));
+        command
             .args(args)
             .current_dir(workspace_root())
+            .env("COCKTAIL_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("COCKTAIL_CLUSTER_SECRET", CLUSTER_SECRET);
+        for (key, value) in env {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
+        let mut child = command
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
@@ -65,7 +104,10 @@ impl Process {
             .unwrap()
             .expect("the process prints its address");
         let url = line.split_whitespace().last().unwrap().to_owned();
-        assert!(url.starts_with("http://"), "{line}");
+        assert!(
+            url.starts_with("http://") || url.starts_with("https://"),
+            "{line}"
+        );
         // Keep draining stdout so the process never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Self { child, url }
@@ -310,7 +352,7 @@ impl Cluster {
         let mut cluster = Self {
             master,
             workers: Vec::new(),
-            client: reqwest::Client::new(),
+            client: admin_client(),
         };
         for model in models {
             cluster.add_worker(model).await;
@@ -415,7 +457,10 @@ pub fn signal(pid: i32, signal: &str) {
 
 /// The workers a master lists: `(id, model)` of each that can take work.
 pub async fn serving_workers(client: &reqwest::Client, master_url: &str) -> Vec<(String, String)> {
-    let Ok(response) = client.get(format!("{master_url}/v1/workers")).send().await else {
+    let request = client
+        .get(format!("{master_url}/v1/workers"))
+        .bearer_auth(ADMIN_TOKEN);
+    let Ok(response) = request.send().await else {
         return Vec::new();
     };
     let listed: Value = response.json().await.unwrap_or_default();

@@ -19,7 +19,8 @@ use cocktail_benches::process::{command_lines, flag};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_tests::cluster::{
-    Mongo, Process, Redis, eventually, free_port, serving_workers, signal, wait_for_models,
+    Mongo, Process, Redis, admin_client, eventually, free_port, serving_workers, signal,
+    wait_for_models,
 };
 use cocktail_tests::zoo_manifest;
 use serde_json::Value;
@@ -135,7 +136,9 @@ async fn ids_of(url: &str, model: &str) -> Vec<String> {
 }
 
 async fn health_decisions(url: &str) -> Vec<Value> {
-    let all: Value = reqwest::get(format!("{url}/v1/decisions?limit=1000"))
+    let all: Value = admin_client()
+        .get(format!("{url}/v1/decisions?limit=1000"))
+        .send()
         .await
         .unwrap()
         .json()

@@ -51,6 +51,7 @@ async fn spot_and_on_demand_instances_are_launched_tagged_listed_and_terminated(
             image_id: "ami-12c6146b".into(),
             master_url: "http://10.0.0.1:8080".into(),
             seed: 1,
+            cluster_secret: None,
         },
         catalog.clone(),
     )

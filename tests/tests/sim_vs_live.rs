@@ -74,6 +74,8 @@ async fn the_simulator_agrees_with_the_live_system_on_the_same_trace() {
             grace_ms: 10_000.0,
             max_in_flight: 256,
             timeout: Duration::from_secs(30),
+            admin_token: None,
+            api_key: None,
         },
         &types,
         Arc::new(inputs),

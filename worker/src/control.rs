@@ -14,6 +14,7 @@ use cocktail_common::control::{Deregistration, Heartbeat, Notice, Registered, Re
 use serde::Deserialize;
 
 use crate::http::AppState;
+use crate::net::{Net, NetError};
 
 /// Where the master and (on EC2) the instance metadata service are.
 #[derive(Debug, Clone)]
@@ -31,7 +32,10 @@ pub struct ControlConfig {
 #[derive(Debug, Clone)]
 pub struct Control {
     config: Arc<ControlConfig>,
+    /// Calls the master: presents the cluster secret.
     client: reqwest::Client,
+    /// Calls the metadata service, which must never see the secret.
+    imds: reqwest::Client,
 }
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(1);
@@ -41,14 +45,17 @@ const UNREACHABLE_RETRY: Duration = Duration::from_millis(100);
 
 impl Control {
     /// Starts the registration/heartbeat task and, with `imds`, the spot-notice poller.
+    /// Control calls present `net`'s cluster secret and trust its CA.
     pub fn spawn(
         config: ControlConfig,
         state: web::Data<AppState>,
-    ) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder().timeout(CALL_TIMEOUT).build()?;
+        net: &Net,
+    ) -> Result<Self, NetError> {
+        let client = net.client()?.timeout(CALL_TIMEOUT).build()?;
         let control = Self {
             config: Arc::new(config),
             client,
+            imds: reqwest::Client::builder().timeout(CALL_TIMEOUT).build()?,
         };
         let heartbeats = control.clone();
         tokio::spawn(async move { heartbeats.heartbeat_loop(state).await });
@@ -132,7 +139,7 @@ impl Control {
         };
         let mut failing = false;
         loop {
-            match spot_notice(&self.client, &imds).await {
+            match spot_notice(&self.imds, &imds).await {
                 Ok(Some(action)) => {
                     tracing::warn!(action = %action.action, time = ?action.time, "spot interruption notice");
                     metrics::counter!("cocktail_worker_spot_notices_total").increment(1);

@@ -9,6 +9,7 @@ pub mod control;
 pub mod error;
 pub mod http;
 pub mod metrics;
+pub mod net;
 pub mod preprocess;
 pub mod request;
 pub mod runtime;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use cocktail_common::control::Registration;
 use cocktail_worker::control::ControlConfig;
+use cocktail_worker::net::NetArgs;
 use cocktail_worker::server::{Worker, WorkerConfig};
 use tracing_subscriber::EnvFilter;
 
@@ -83,6 +84,8 @@ struct Args {
     /// How often to poll the spot notice, in milliseconds.
     #[arg(long, env = "COCKTAIL_IMDS_POLL_MS", default_value_t = 5000)]
     imds_poll_ms: u64,
+    #[command(flatten)]
+    net: NetArgs,
 }
 
 fn main() -> ExitCode {
@@ -111,6 +114,10 @@ fn run(args: Args) -> anyhow::Result<()> {
     {
         anyhow::bail!("`--rt-max-ms` must be a positive number of milliseconds");
     }
+    // The effective configuration; secrets come from the environment or files and are
+    // not part of it.
+    tracing::info!(config = ?args, "starting");
+    let net = args.net.load()?;
     let config = WorkerConfig {
         model: args.model,
         zoo: args.zoo,
@@ -130,8 +137,9 @@ fn run(args: Args) -> anyhow::Result<()> {
     let listener = TcpListener::bind((args.host.as_str(), args.port))?;
     let address = listener.local_addr()?;
     // The first stdout line tells scripts and tests where the worker listens.
+    let scheme = net.scheme();
     println!(
-        "cocktail-worker serving `{}` on http://{address}",
+        "cocktail-worker serving `{}` on {scheme}://{address}",
         config.model
     );
     let control = args.master.map(|master| {
@@ -141,7 +149,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         }
         let url = args
             .advertise_url
-            .unwrap_or_else(|| format!("http://{reachable}"));
+            .unwrap_or_else(|| format!("{scheme}://{reachable}"));
         let id = args.id.unwrap_or_else(|| format!("{}@{url}", config.model));
         ControlConfig {
             master,
@@ -154,6 +162,6 @@ fn run(args: Args) -> anyhow::Result<()> {
             imds_poll: Duration::from_millis(args.imds_poll_ms.max(10)),
         }
     });
-    actix_web::rt::System::new().block_on(worker.serve(listener, control))?;
+    actix_web::rt::System::new().block_on(worker.serve(listener, control, net))?;
     Ok(())
 }

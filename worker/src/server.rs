@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use actix_web::middleware::from_fn;
 use actix_web::{App, HttpServer, web};
 use cocktail_common::batching::{self, BatchPolicy};
 use cocktail_common::catalog::Catalog;
@@ -20,7 +21,8 @@ use tokio::sync::Semaphore;
 use crate::backend::Backend;
 use crate::batcher::{BatcherHandle, Pace};
 use crate::control::{Control, ControlConfig};
-use crate::http::{AppState, configure};
+use crate::http::{AppState, configure, guard};
+use crate::net::{self, Net};
 use crate::preprocess::Preprocessor;
 use crate::{OnnxBackend, WorkerError};
 
@@ -140,26 +142,44 @@ impl Worker {
 
     /// Serves on `listener` until SIGTERM or SIGINT, then drains. With `control`, it
     /// registers with the master, heartbeats, and on shutdown tells the master first
-    /// (no new work) and deregisters once drained.
+    /// (no new work) and deregisters once drained. `net` sets TLS, the limits on clients
+    /// and the cluster secret every call but the health checks must present.
     pub async fn serve(
         self,
         listener: TcpListener,
         control: Option<ControlConfig>,
+        net: Net,
     ) -> std::io::Result<()> {
         let control = match control {
-            Some(config) => {
-                Some(Control::spawn(config, self.state.clone()).map_err(std::io::Error::other)?)
-            }
+            Some(config) => Some(
+                Control::spawn(config, self.state.clone(), &net).map_err(std::io::Error::other)?,
+            ),
             None => None,
         };
         let state = self.state.clone();
-        let server =
-            HttpServer::new(move || App::new().app_data(state.clone()).configure(configure))
-                .workers(self.http_workers)
-                .disable_signals()
-                .shutdown_timeout(30)
-                .listen(listener)?
-                .run();
+        let (secret, deadline) = (net.cluster_secret.clone(), net.request_timeout);
+        let server = HttpServer::new(move || {
+            let secret = secret.clone();
+            App::new()
+                .app_data(state.clone())
+                .wrap(from_fn(move |request, next| {
+                    guard::cluster_only(secret.clone(), request, next)
+                }))
+                .wrap(from_fn(move |request, next| {
+                    net::request_deadline(deadline, request, next)
+                }))
+                .configure(configure)
+        })
+        .workers(self.http_workers)
+        .disable_signals()
+        .shutdown_timeout(30)
+        .client_request_timeout(net.header_timeout)
+        .max_connections(net.connections_per_worker(self.http_workers));
+        let server = match &net.tls {
+            Some(tls) => server.listen_rustls_0_23(listener, (**tls).clone())?,
+            None => server.listen(listener)?,
+        }
+        .run();
         let handle = server.handle();
         let draining = Arc::clone(&self.state.draining);
         let goodbye = control.clone();

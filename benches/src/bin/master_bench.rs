@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use cocktail_benches::process::{png_base64, start};
+use cocktail_benches::process::{admin_client, png_base64, start};
 use cocktail_benches::stats::{Summary, us};
 use cocktail_common::{Input, TestSet, Zoo};
 use indicatif::ProgressBar;
@@ -73,7 +73,7 @@ async fn main() -> anyhow::Result<()> {
             .await?,
         );
     }
-    let client = reqwest::Client::new();
+    let client = admin_client()?;
     wait_for_workers(&client, &url, args.models.len()).await?;
 
     let scenarios = [

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Parser;
 use cocktail_benches::loadgen::{self, LoadReport, LoadgenConfig};
-use cocktail_benches::process::{command_lines, flag, sibling};
+use cocktail_benches::process::{admin_client, command_lines, flag, secrets, sibling};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -102,7 +102,7 @@ fn processes(port: u16) -> Vec<(String, i32)> {
 }
 
 async fn wait_ready(url: &str, models: usize, limit: Duration) -> anyhow::Result<()> {
-    let client = reqwest::Client::new();
+    let client = admin_client()?;
     let deadline = Instant::now() + limit;
     loop {
         let listed: serde_json::Value = match client.get(format!("{url}/v1/workers")).send().await {
@@ -126,7 +126,10 @@ async fn load(url: &str, task: &str, rate: f64, seconds: usize) -> anyhow::Resul
     let zoo = Zoo::load(Zoo::locate(None)?)?;
     loadgen::run_zoo(
         &zoo,
-        &LoadgenConfig::steady(url, task, rate, seconds, Mix::Strict, 1),
+        &LoadgenConfig {
+            admin_token: Some(secrets()?.admin.clone()),
+            ..LoadgenConfig::steady(url, task, rate, seconds, Mix::Strict, 1)
+        },
     )
     .await
 }
@@ -147,6 +150,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut up = Command::new(sibling("cocktail")?)
         .args(["up", "--port", &args.port.to_string()])
+        .envs(secrets()?.env())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use cocktail_benches::process::{png_base64, start};
+use cocktail_benches::process::{client_with, png_base64, secrets, start};
 use cocktail_benches::stats::{Summary, us};
 use cocktail_common::{Input, TestSet, Zoo};
 use cocktail_worker::preprocess::Preprocessor;
@@ -65,7 +65,9 @@ async fn main() -> anyhow::Result<()> {
         "| concurrency | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) | worker mean (µs) |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let client = reqwest::Client::new();
+    // The worker was started with this run's cluster secret: it answers only callers
+    // that present it, as the master does.
+    let client = client_with(&secrets()?.cluster)?.build()?;
     let infer_url = format!("{url}/v2/models/{}/infer", model.name);
     for &concurrency in &args.concurrency {
         // In-process: the batches the worker forms at this concurrency (its tuned policy

@@ -16,6 +16,9 @@ impl ResponseError for MasterError {
             Self::Malformed(_) => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            Self::Forbidden { .. } => StatusCode::FORBIDDEN,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::UnknownTask { .. }
             | Self::UnknownRequest { .. }
             | Self::UnknownInstance { .. }
@@ -41,6 +44,18 @@ impl ResponseError for MasterError {
         let mut response = HttpResponse::build(status);
         if matches!(self, Self::NoWorkers { .. }) {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from_static("1")));
+        }
+        match self {
+            Self::Unauthorized { realm, .. } => {
+                if let Ok(value) = HeaderValue::from_str(&format!("Bearer realm=\"{realm}\"")) {
+                    response.insert_header((header::WWW_AUTHENTICATE, value));
+                }
+            }
+            Self::RateLimited { retry_after, .. } => {
+                let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+                response.insert_header((header::RETRY_AFTER, seconds.to_string()));
+            }
+            _ => {}
         }
         if let Self::AllMembersFailed(failures) = self {
             return response.json(MembersFailed {

@@ -2,6 +2,7 @@
 //! worker control plane, `/openapi.json` and `/metrics`. Handlers are thin: they read
 //! the body, call [`crate::request`] and [`crate::Master`], and shape the answer.
 
+mod auth;
 mod classify;
 mod error;
 mod openapi;

@@ -4,13 +4,15 @@
 
 use actix_web::{HttpResponse, web};
 use cocktail_worker::http::surface::{narrow_path_parameter, narrow_property};
-use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
 
 use super::routes::{self, AppState};
 use super::views;
 
 #[derive(OpenApi)]
 #[openapi(
+    modifiers(&SecuritySchemes),
     info(
         title = "Cocktail-rs master",
         description = "Constraint-aware ensemble serving: Open Inference Protocol v2 plus classification, feedback, the worker control plane and the resource controller. Every error answers `{\"error\", \"error_type\"}`; a method a path does not declare gets 405 with `Allow`."
@@ -85,6 +87,32 @@ use super::views;
 )]
 struct ApiDoc;
 
+/// The three bearer secrets (`crate::access`), named by the operations that need them.
+struct SecuritySchemes;
+
+impl Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let bearer = |description: &str| {
+            let mut scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build();
+            scheme.description = Some(description.to_owned());
+            SecurityScheme::Http(scheme)
+        };
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "admin_token",
+            bearer("The admin token: COCKTAIL_ADMIN_TOKEN, `--admin-token-file`, or the one the master generated in `.cocktail/admin-token`"),
+        );
+        components.add_security_scheme(
+            "cluster_secret",
+            bearer("The cluster secret the master and its workers share (`.cocktail/cluster-secret` unless given)"),
+        );
+        components.add_security_scheme(
+            "api_key",
+            bearer("A client key of `--api-keys` (off by default: then no key is needed)"),
+        );
+    }
+}
+
 /// This document.
 #[utoipa::path(get, path = "/openapi.json", responses(
     (status = 200, description = "The OpenAPI 3.1 document", body = Object)))]
@@ -99,9 +127,62 @@ pub async fn document(state: web::Data<AppState>) -> HttpResponse {
         .values()
         .flat_map(|t| t.models.iter().cloned())
         .collect();
+    let access = &state.access;
+    for (scheme, on) in [
+        ("admin_token", access.admin.is_some()),
+        ("cluster_secret", access.cluster.is_some()),
+        ("api_key", access.keys.is_some()),
+    ] {
+        if !on {
+            drop_security_scheme(&mut doc, scheme);
+        }
+    }
     narrow_path_parameter(&mut doc, "task", &tasks);
     narrow_property(&mut doc, "ClassifyRequest", "task", &tasks);
     narrow_property(&mut doc, "ClassifyForm", "task", &tasks);
     narrow_property(&mut doc, "Registration", "model", &models);
     HttpResponse::Ok().json(doc)
+}
+
+/// Removes a security scheme this master does not enforce, so that the document promises
+/// no 401 it would not give.
+fn drop_security_scheme(doc: &mut serde_json::Value, scheme: &str) {
+    if let Some(schemes) = doc
+        .pointer_mut("/components/securitySchemes")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        schemes.remove(scheme);
+    }
+    let Some(paths) = doc
+        .get_mut("paths")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
+    };
+    for operation in paths
+        .values_mut()
+        .filter_map(serde_json::Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+        .filter_map(serde_json::Value::as_object_mut)
+    {
+        let Some(security) = operation
+            .get_mut("security")
+            .and_then(serde_json::Value::as_array_mut)
+        else {
+            continue;
+        };
+        security.retain(|requirement| requirement.get(scheme).is_none());
+        if security.is_empty() {
+            operation.remove("security");
+            if let Some(responses) = operation
+                .get_mut("responses")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                responses.remove("401");
+                if scheme == "api_key" {
+                    responses.remove("429");
+                }
+            }
+        }
+    }
 }

@@ -14,12 +14,14 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::auth::{Admin, Client, Cluster, MetricsReader};
 use super::classify::{classify_request, read_limited};
 use super::views::{
     Classified, ClassifyForm, ClassifyRequest, DecisionList, EnsembleList, EnsembleView, Feedback,
     FeedbackApplied, InstanceList, ItemVote, Limit, MAX_MIX_COUNT, MembersFailed, MixChanged,
     MixRequest, ModelSummary, PoolList, Provenance, TaskList, TaskSummary, WorkerList,
 };
+use crate::access::Access;
 use crate::control::{at_most, check_registration};
 use crate::controller::{Controller, CostReport};
 use crate::mix::MAX_TYPES;
@@ -36,6 +38,8 @@ pub struct AppState {
     pub prometheus: Option<PrometheusHandle>,
     /// The resource controller, when the master manages its own instances.
     pub controller: Option<Arc<Controller>>,
+    /// Secrets and admission rules (`http::auth` checks them).
+    pub access: Access,
 }
 
 impl AppState {
@@ -226,9 +230,11 @@ pub async fn task_ready(
 /// Classifies `n` items with the ensemble chosen for the constraints in `parameters`:
 /// `latency_ms` and `accuracy` (required), `objective` (`accuracy` or `latency`),
 /// `label` (one per item, to learn from) and `scheme` (`weighted`, `majority`, `average`).
-#[utoipa::path(post, path = "/v2/models/{task}/infer", params(("task" = String, Path, description = "A task this master serves")),
+#[utoipa::path(post, path = "/v2/models/{task}/infer", security(("api_key" = [])), params(("task" = String, Path, description = "A task this master serves")),
     request_body(content = InferRequest, content_type = "application/json"),
-    responses(
+    responses((status = 401, description = "With `--api-keys`: no or an unknown key", body = ErrorBody),
+        (status = 429, description = "With `--api-keys`: the key is over its requests per second", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
+
         (status = 200, description = "Outputs `class`, `label`, `scores`; `parameters` holds the models, votes, weights, cache hit, degraded flag and interval", body = InferResponse,
             headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"))),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
@@ -238,6 +244,7 @@ pub async fn task_ready(
         (status = 502, description = "No member answered; `members` lists each member's error", body = MembersFailed),
         (status = 503, description = "No worker registered for the task", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds")))))]
 pub async fn infer(
+    _: Client,
     state: web::Data<AppState>,
     task: web::Path<String>,
     payload: web::Payload,
@@ -316,11 +323,13 @@ fn oip_response(answer: &Answer) -> Value {
 /// Classifies one image or text. JSON `{task, image (base64) | text, latency_ms,
 /// accuracy, objective?, label?, scheme?, id?}`, or the same fields as multipart form
 /// parts with `image` as a file.
-#[utoipa::path(post, path = "/v1/classify",
+#[utoipa::path(post, path = "/v1/classify", security(("api_key" = [])),
     request_body(content(
         (ClassifyRequest = "application/json"),
         (ClassifyForm = "multipart/form-data"))),
-    responses(
+    responses((status = 401, description = "With `--api-keys`: no or an unknown key", body = ErrorBody),
+        (status = 429, description = "With `--api-keys`: the key is over its requests per second", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
+
         (status = 200, description = "The class of the one item, with the votes", body = Classified,
             headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"))),
         (status = 400, description = "Malformed body", body = ErrorBody),
@@ -330,6 +339,7 @@ fn oip_response(answer: &Answer) -> Value {
         (status = 502, description = "No member answered; `members` lists each member's error", body = MembersFailed),
         (status = 503, description = "No worker registered for the task", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds")))))]
 pub async fn classify(
+    _: Client,
     state: web::Data<AppState>,
     http: HttpRequest,
     payload: web::Payload,
@@ -365,14 +375,17 @@ fn classified(answer: &Answer) -> Classified {
 
 /// The true label of an answered request: it updates the voting weights and the
 /// constraint's O2 window.
-#[utoipa::path(post, path = "/v1/feedback", request_body = Feedback,
-    responses((status = 200, description = "Applied", body = FeedbackApplied),
+#[utoipa::path(post, path = "/v1/feedback", security(("api_key" = [])), request_body = Feedback,
+    responses((status = 401, description = "With `--api-keys`: no or an unknown key", body = ErrorBody),
+        (status = 429, description = "With `--api-keys`: the key is over its requests per second", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
+        (status = 200, description = "Applied", body = FeedbackApplied),
         (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
         (status = 404, description = "Unknown, already labelled or expired id", body = ErrorBody),
         (status = 413, description = "Body over 64 KiB", body = ErrorBody),
         (status = 415, description = "Body not `application/json`", body = ErrorBody),
         (status = 422, description = "Invalid label, naming the classes", body = ErrorBody)))]
 pub async fn feedback(
+    _: Client,
     state: web::Data<AppState>,
     body: web::Json<Feedback>,
 ) -> Result<HttpResponse> {
@@ -414,39 +427,49 @@ pub async fn ensembles(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(EnsembleList { ensembles })
 }
 
-#[utoipa::path(get, path = "/v1/workers", responses((status = 200, description = "Every registered worker instance", body = WorkerList)))]
-pub async fn workers(state: web::Data<AppState>) -> HttpResponse {
+#[utoipa::path(get, path = "/v1/workers", security(("admin_token" = [])), responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+        (status = 200, description = "Every registered worker instance", body = WorkerList)))]
+pub async fn workers(_: Admin, state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(WorkerList {
         workers: state.master.registry.view(),
     })
 }
 
-#[utoipa::path(post, path = "/v1/workers/register", request_body = Registration,
-    responses((status = 200, description = "Registered; heartbeat this often", body = Registered),
+#[utoipa::path(post, path = "/v1/workers/register", security(("cluster_secret" = [])), request_body = Registration,
+    responses((status = 401, description = "No or a wrong cluster secret", body = ErrorBody),
+        (status = 403, description = "A URL outside `--worker-networks`, or an instance the controller did not launch at that address", body = ErrorBody),
+        (status = 200, description = "Registered; heartbeat this often", body = Registered),
         (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
         (status = 413, description = "Body over 64 KiB", body = ErrorBody),
         (status = 415, description = "Body not `application/json`", body = ErrorBody),
         (status = 422, description = "Unknown model, bad URL or id, naming the field", body = ErrorBody)))]
 pub async fn register(
+    _: Cluster,
     state: web::Data<AppState>,
     body: web::Json<Registration>,
 ) -> Result<HttpResponse> {
     let master = &state.master;
     check_registration(&master.tasks, &body)?;
+    state.access.networks.admit(&body.url).await?;
+    if let Some(controller) = &state.controller {
+        controller.admits(&body).await?;
+    }
     master.registry.register(&body);
     Ok(HttpResponse::Ok().json(Registered {
         heartbeat_ms: master.config.heartbeat.as_millis() as u64,
     }))
 }
 
-#[utoipa::path(post, path = "/v1/workers/heartbeat", request_body = Heartbeat,
-    responses((status = 200, description = "Recorded"),
+#[utoipa::path(post, path = "/v1/workers/heartbeat", security(("cluster_secret" = [])), request_body = Heartbeat,
+    responses((status = 401, description = "No or a wrong cluster secret", body = ErrorBody),
+        (status = 200, description = "Recorded"),
         (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
         (status = 413, description = "Body over 64 KiB", body = ErrorBody),
         (status = 415, description = "Body not `application/json`", body = ErrorBody),
         (status = 404, description = "Unknown instance: register again", body = ErrorBody),
         (status = 422, description = "A count over its limit, naming the field", body = ErrorBody)))]
 pub async fn heartbeat(
+    _: Cluster,
     state: web::Data<AppState>,
     body: web::Json<Heartbeat>,
 ) -> Result<HttpResponse> {
@@ -460,13 +483,18 @@ pub async fn heartbeat(
     }
 }
 
-#[utoipa::path(post, path = "/v1/workers/notice", request_body = Notice,
-    responses((status = 200, description = "The instance gets no new work"),
+#[utoipa::path(post, path = "/v1/workers/notice", security(("cluster_secret" = [])), request_body = Notice,
+    responses((status = 401, description = "No or a wrong cluster secret", body = ErrorBody),
+        (status = 200, description = "The instance gets no new work"),
         (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
         (status = 413, description = "Body over 64 KiB", body = ErrorBody),
         (status = 415, description = "Body not `application/json`", body = ErrorBody),
         (status = 404, description = "Unknown instance", body = ErrorBody)))]
-pub async fn notice(state: web::Data<AppState>, body: web::Json<Notice>) -> Result<HttpResponse> {
+pub async fn notice(
+    _: Cluster,
+    state: web::Data<AppState>,
+    body: web::Json<Notice>,
+) -> Result<HttpResponse> {
     if body.action == "shutdown" {
         tracing::info!(id = %body.id, "worker shutting down: draining it");
     } else {
@@ -501,13 +529,15 @@ fn notice_kind(action: &str) -> &'static str {
     }
 }
 
-#[utoipa::path(post, path = "/v1/workers/deregister", request_body = Deregistration,
-    responses((status = 200, description = "Removed"),
+#[utoipa::path(post, path = "/v1/workers/deregister", security(("cluster_secret" = [])), request_body = Deregistration,
+    responses((status = 401, description = "No or a wrong cluster secret", body = ErrorBody),
+        (status = 200, description = "Removed"),
         (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
         (status = 413, description = "Body over 64 KiB", body = ErrorBody),
         (status = 415, description = "Body not `application/json`", body = ErrorBody),
         (status = 404, description = "Unknown instance", body = ErrorBody)))]
 pub async fn deregister(
+    _: Cluster,
     state: web::Data<AppState>,
     body: web::Json<Deregistration>,
 ) -> Result<HttpResponse> {
@@ -521,9 +551,10 @@ pub async fn deregister(
 }
 
 /// Each managed pool: its importance weight, demand and capacity at the last interval.
-#[utoipa::path(get, path = "/v1/pools", responses((status = 200, description = "Pools and the predicted load", body = PoolList),
+#[utoipa::path(get, path = "/v1/pools", security(("admin_token" = [])), responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+        (status = 200, description = "Pools and the predicted load", body = PoolList),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody)))]
-pub async fn pools(state: web::Data<AppState>) -> Result<HttpResponse> {
+pub async fn pools(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse> {
     let (predicted_rps, pools) = state.controller()?.pools_report();
     Ok(HttpResponse::Ok().json(PoolList {
         predicted_rps,
@@ -532,10 +563,11 @@ pub async fn pools(state: web::Data<AppState>) -> Result<HttpResponse> {
 }
 
 /// Every instance the provider launched, terminated ones included.
-#[utoipa::path(get, path = "/v1/instances", responses((status = 200, description = "Instances", body = InstanceList),
+#[utoipa::path(get, path = "/v1/instances", security(("admin_token" = [])), responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+        (status = 200, description = "Instances", body = InstanceList),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody),
     (status = 502, description = "The cloud provider failed", body = ErrorBody)))]
-pub async fn instances(state: web::Data<AppState>) -> Result<HttpResponse> {
+pub async fn instances(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse> {
     let controller = state.controller()?;
     Ok(HttpResponse::Ok().json(InstanceList {
         provider: controller.provider.name(),
@@ -544,9 +576,11 @@ pub async fn instances(state: web::Data<AppState>) -> Result<HttpResponse> {
 }
 
 /// The autoscaler's recent decisions with their reasons.
-#[utoipa::path(get, path = "/v1/decisions", params(Limit), responses((status = 200, description = "Decisions", body = DecisionList),
+#[utoipa::path(get, path = "/v1/decisions", security(("admin_token" = [])), params(Limit), responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+        (status = 200, description = "Decisions", body = DecisionList),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody), (status = 422, description = "Bad limit", body = ErrorBody)))]
 pub async fn decisions(
+    _: Admin,
     state: web::Data<AppState>,
     query: web::Query<Limit>,
 ) -> Result<HttpResponse> {
@@ -567,9 +601,10 @@ fn recent(state: &AppState, query: &Limit, collection: Collection) -> Result<Htt
 }
 
 /// Sets a pool's mix of instance types now (the launches and terminations it took).
-#[utoipa::path(put, path = "/v1/pools/{model}/mix", params(("model" = String, Path, description = "A pool the controller manages")),
+#[utoipa::path(put, path = "/v1/pools/{model}/mix", security(("admin_token" = [])), params(("model" = String, Path, description = "A pool the controller manages")),
     request_body = MixRequest,
-    responses((status = 200, description = "Instances launched and terminated", body = MixChanged),
+    responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+        (status = 200, description = "Instances launched and terminated", body = MixChanged),
         (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
         (status = 413, description = "Body over 64 KiB", body = ErrorBody),
         (status = 415, description = "Body not `application/json`", body = ErrorBody),
@@ -577,6 +612,7 @@ fn recent(state: &AppState, query: &Limit, collection: Collection) -> Result<Htt
         (status = 422, description = "Bad mix, naming the field and the limit", body = ErrorBody),
         (status = 502, description = "The cloud provider failed", body = ErrorBody)))]
 pub async fn set_mix(
+    _: Admin,
     state: web::Data<AppState>,
     model: web::Path<String>,
     body: web::Json<MixRequest>,
@@ -615,9 +651,11 @@ pub async fn set_mix(
 }
 
 /// Mixes chosen by Ribbon, Kairos or an operator, with their evidence.
-#[utoipa::path(get, path = "/v1/mix-decisions", params(Limit), responses((status = 200, description = "Mix decisions", body = DecisionList),
+#[utoipa::path(get, path = "/v1/mix-decisions", security(("admin_token" = [])), params(Limit), responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+        (status = 200, description = "Mix decisions", body = DecisionList),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody), (status = 422, description = "Bad limit", body = ErrorBody)))]
 pub async fn mix_decisions(
+    _: Admin,
     state: web::Data<AppState>,
     query: web::Query<Limit>,
 ) -> Result<HttpResponse> {
@@ -625,15 +663,16 @@ pub async fn mix_decisions(
 }
 
 /// What the instances have cost so far (per-second billing), per pool and in total.
-#[utoipa::path(get, path = "/v1/cost", responses((status = 200, description = "Cost in USD", body = CostReport),
+#[utoipa::path(get, path = "/v1/cost", security(("admin_token" = [])), responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+        (status = 200, description = "Cost in USD", body = CostReport),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody)))]
-pub async fn cost(state: web::Data<AppState>) -> Result<HttpResponse> {
+pub async fn cost(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse> {
     Ok(HttpResponse::Ok().json(state.controller()?.cost().await))
 }
 
-#[utoipa::path(get, path = "/metrics", responses(
+#[utoipa::path(get, path = "/metrics", responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
     (status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
-pub async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
+pub async fn metrics_text(_: MetricsReader, state: web::Data<AppState>) -> HttpResponse {
     let body = state
         .prometheus
         .as_ref()

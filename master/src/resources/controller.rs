@@ -22,6 +22,7 @@ use crate::store::{Collection, Store};
 use crate::usage::Snapshot;
 use crate::{Master, MasterError};
 
+mod admission;
 mod health;
 mod mixes;
 mod standbys;

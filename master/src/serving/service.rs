@@ -113,11 +113,13 @@ impl Master {
                 SharedCache::connect(url, "cocktail", config.cache_ttl, config.redis_timeout)
             })
             .transpose()?;
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| MasterError::Internal(format!("HTTP client: {e}")))?;
+        let client =
+            cocktail_worker::net::client(config.tls_ca.as_deref(), config.cluster_secret.as_ref())
+                .map_err(|e| MasterError::Internal(format!("HTTP client: {e}")))?
+                .pool_max_idle_per_host(64)
+                .tcp_nodelay(true)
+                .build()
+                .map_err(|e| MasterError::Internal(format!("HTTP client: {e}")))?;
         let epoch = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);

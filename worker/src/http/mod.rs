@@ -3,6 +3,7 @@
 //! admit, batch, and answer.
 
 mod error;
+pub mod guard;
 mod openapi;
 mod routes;
 pub mod surface;

@@ -17,6 +17,7 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
     RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
+use cocktail_common::auth::CLUSTER_SECRET_ENV;
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 
@@ -155,10 +156,20 @@ impl Containers {
             entrypoint: Some(vec!["cocktail-worker".to_owned()]),
             cmd: Some(args),
             // The port again as the image's health check reads it.
-            env: Some(vec![
-                "RUST_LOG=warn".to_owned(),
-                format!("COCKTAIL_PORT={}", self.config.port),
-            ]),
+            env: Some(
+                [
+                    "RUST_LOG=warn".to_owned(),
+                    format!("COCKTAIL_PORT={}", self.config.port),
+                ]
+                .into_iter()
+                .chain(
+                    local
+                        .cluster_secret
+                        .as_ref()
+                        .map(|s| format!("{CLUSTER_SECRET_ENV}={}", s.expose())),
+                )
+                .collect(),
+            ),
             labels: Some(labels),
             host_config: Some(HostConfig {
                 nano_cpus: Some((cpus * 1e9) as i64),
@@ -177,6 +188,11 @@ impl Runtime for Containers {
 
     fn name(&self) -> &'static str {
         "docker"
+    }
+
+    /// The container's name, which Docker's DNS resolves on the cluster's network.
+    fn host(&self, id: &str) -> String {
+        self.name(id)
     }
 
     fn start<'a>(

@@ -17,6 +17,7 @@ use aws_sdk_ec2::types::{
     TargetCapacitySpecificationRequest,
 };
 use base64::Engine as _;
+use cocktail_common::auth::Secret;
 use cocktail_common::catalog::{Catalog, InstanceType, SpotPrices, SpotProcess};
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
@@ -42,6 +43,8 @@ pub struct Ec2Config {
     /// The master URL the workers register with (reachable from the instances).
     pub master_url: String,
     pub seed: u64,
+    /// Written to each instance's disk (mode 0600) by its boot script.
+    pub cluster_secret: Option<Secret>,
 }
 
 #[derive(Debug)]
@@ -89,16 +92,32 @@ impl Ec2Provider {
     }
 
     /// The boot script: start the worker for `model`, named after the instance, pointed
-    /// at the master, watching the spot notice.
+    /// at the master, watching the spot notice. The cluster secret goes to a file only
+    /// root and the worker read; the user data itself stays readable through the
+    /// instance metadata service (docs/security.md).
     fn user_data(&self, model: &str, vcpus: u32) -> String {
+        let secret = match &self.config.cluster_secret {
+            Some(secret) => format!(
+                "install -d -m 700 /etc/cocktail\n\
+                 (umask 077; printf '%s' '{}' > /etc/cocktail/cluster-secret)\n",
+                secret.expose().replace('\'', "'\\''")
+            ),
+            None => String::new(),
+        };
+        let secret_flag = if self.config.cluster_secret.is_some() {
+            " --cluster-secret-file /etc/cocktail/cluster-secret"
+        } else {
+            ""
+        };
         let script = format!(
             "#!/bin/bash\n\
+             {secret}\
              IMDS=http://169.254.169.254\n\
              TOKEN=$(curl -s -X PUT $IMDS/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')\n\
              ID=$(curl -s -H \"X-aws-ec2-metadata-token: $TOKEN\" $IMDS/latest/meta-data/instance-id)\n\
              IP=$(curl -s -H \"X-aws-ec2-metadata-token: $TOKEN\" $IMDS/latest/meta-data/local-ipv4)\n\
              exec cocktail-worker --model {model} --host 0.0.0.0 --port 9000 --threads {vcpus} \
-             --master {master} --id \"$ID\" --advertise-url \"http://$IP:9000\" --imds-url $IMDS\n",
+             --master {master} --id \"$ID\" --advertise-url \"http://$IP:9000\" --imds-url $IMDS{secret_flag}\n",
             master = self.config.master_url,
         );
         base64::engine::general_purpose::STANDARD.encode(script)
@@ -390,6 +409,7 @@ impl Provider for Ec2Provider {
                     terminated_at: (status == InstanceStatus::Terminated).then(super::now_s),
                     stopped_s: 0.0,
                     stopped_at: (status == InstanceStatus::Stopped).then(super::now_s),
+                    host: instance.private_ip_address().map(str::to_owned),
                 });
             }
             records.sort_by(|a, b| a.id.cmp(&b.id));

@@ -19,6 +19,8 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
+use cocktail_common::auth::Secret;
+
 use super::{InstanceRecord, InstanceStatus, Interruption, LaunchSpec, Provider, now_s};
 use crate::MasterError;
 
@@ -45,6 +47,8 @@ pub struct LocalConfig {
     pub emulate_types: bool,
     /// Emulated types run this many times slower than modelled (`--emulate-scale`).
     pub emulate_scale: f64,
+    /// Given to every worker in its environment (never on its command line).
+    pub cluster_secret: Option<Secret>,
 }
 
 /// The worker one instance runs, as a [`Runtime`] starts it.
@@ -95,6 +99,8 @@ pub trait Runtime: Send + Sync + std::fmt::Debug + 'static {
     /// A running worker.
     type Worker: Send + std::fmt::Debug + 'static;
     fn name(&self) -> &'static str;
+    /// The host the worker of instance `id` listens on, as the master reaches it.
+    fn host(&self, id: &str) -> String;
     /// Starts the worker of one instance.
     fn start<'a>(
         &'a self,
@@ -342,7 +348,10 @@ impl<R: Runtime> Provider for Emulated<R> {
                 self.runtime.name(),
                 self.next.fetch_add(1, Ordering::Relaxed)
             );
-            let record = InstanceRecord::provisioning(id.clone(), &spec);
+            let record = InstanceRecord {
+                host: Some(self.runtime.host(&id)),
+                ..InstanceRecord::provisioning(id.clone(), &spec)
+            };
             self.lock().insert(
                 id.clone(),
                 Entry {

@@ -4,6 +4,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use cocktail_common::auth::{ADMIN_TOKEN_ENV, CLUSTER_SECRET_ENV};
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -27,6 +28,11 @@ impl Runtime for Processes {
         "local"
     }
 
+    /// Workers bind this host's loopback (`cocktail-worker`'s default).
+    fn host(&self, _: &str) -> String {
+        "127.0.0.1".to_owned()
+    }
+
     fn start<'a>(
         &'a self,
         config: &'a LocalConfig,
@@ -45,6 +51,12 @@ impl Runtime for Processes {
             }
             if std::env::var_os("RUST_LOG").is_none() {
                 command.env("RUST_LOG", "warn");
+            }
+            // The worker's secret in its environment, which `ps` does not show; the
+            // operator's token stays with the master.
+            command.env_remove(ADMIN_TOKEN_ENV);
+            if let Some(secret) = &config.cluster_secret {
+                command.env(CLUSTER_SECRET_ENV, secret.expose());
             }
             let mut child = command.spawn().map_err(|e| {
                 MasterError::Provider(format!("{}: {e}", config.worker_bin.display()))

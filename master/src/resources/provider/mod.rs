@@ -56,6 +56,9 @@ pub struct InstanceRecord {
     /// Seconds spent stopped so far (not billed), and since when it is stopped now.
     pub stopped_s: f64,
     pub stopped_at: Option<f64>,
+    /// The host its worker listens on (an address or a name), once known: a worker may
+    /// register as this instance only at this host.
+    pub host: Option<String>,
 }
 
 impl InstanceRecord {
@@ -72,6 +75,7 @@ impl InstanceRecord {
             terminated_at: None,
             stopped_s: 0.0,
             stopped_at: None,
+            host: None,
         }
     }
 
