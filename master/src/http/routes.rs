@@ -234,7 +234,6 @@ pub async fn task_ready(
     request_body(content = InferRequest, content_type = "application/json"),
     responses((status = 401, description = "With `--api-keys`: no or an unknown key", body = ErrorBody),
         (status = 429, description = "With `--api-keys`: the key is over its requests per second", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
-
         (status = 200, description = "Outputs `class`, `label`, `scores`; `parameters` holds the models, votes, weights, cache hit, degraded flag and interval", body = InferResponse,
             headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"))),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
@@ -329,7 +328,6 @@ fn oip_response(answer: &Answer) -> Value {
         (ClassifyForm = "multipart/form-data"))),
     responses((status = 401, description = "With `--api-keys`: no or an unknown key", body = ErrorBody),
         (status = 429, description = "With `--api-keys`: the key is over its requests per second", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
-
         (status = 200, description = "The class of the one item, with the votes", body = Classified,
             headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"))),
         (status = 400, description = "Malformed body", body = ErrorBody),
@@ -427,7 +425,7 @@ pub async fn ensembles(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(EnsembleList { ensembles })
 }
 
-#[utoipa::path(get, path = "/v1/workers", security(("admin_token" = [])), responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+#[utoipa::path(get, path = "/v1/workers", security(("admin_token" = [])), responses((status = 401, description = "No or a wrong admin token", body = ErrorBody),
         (status = 200, description = "Every registered worker instance", body = WorkerList)))]
 pub async fn workers(_: Admin, state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(WorkerList {
@@ -551,7 +549,7 @@ pub async fn deregister(
 }
 
 /// Each managed pool: its importance weight, demand and capacity at the last interval.
-#[utoipa::path(get, path = "/v1/pools", security(("admin_token" = [])), responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+#[utoipa::path(get, path = "/v1/pools", security(("admin_token" = [])), responses((status = 401, description = "No or a wrong admin token", body = ErrorBody),
         (status = 200, description = "Pools and the predicted load", body = PoolList),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody)))]
 pub async fn pools(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse> {
@@ -563,7 +561,7 @@ pub async fn pools(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse>
 }
 
 /// Every instance the provider launched, terminated ones included.
-#[utoipa::path(get, path = "/v1/instances", security(("admin_token" = [])), responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+#[utoipa::path(get, path = "/v1/instances", security(("admin_token" = [])), responses((status = 401, description = "No or a wrong admin token", body = ErrorBody),
         (status = 200, description = "Instances", body = InstanceList),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody),
     (status = 502, description = "The cloud provider failed", body = ErrorBody)))]
@@ -576,7 +574,7 @@ pub async fn instances(_: Admin, state: web::Data<AppState>) -> Result<HttpRespo
 }
 
 /// The autoscaler's recent decisions with their reasons.
-#[utoipa::path(get, path = "/v1/decisions", security(("admin_token" = [])), params(Limit), responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+#[utoipa::path(get, path = "/v1/decisions", security(("admin_token" = [])), params(Limit), responses((status = 401, description = "No or a wrong admin token", body = ErrorBody),
         (status = 200, description = "Decisions", body = DecisionList),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody), (status = 422, description = "Bad limit", body = ErrorBody)))]
 pub async fn decisions(
@@ -603,7 +601,7 @@ fn recent(state: &AppState, query: &Limit, collection: Collection) -> Result<Htt
 /// Sets a pool's mix of instance types now (the launches and terminations it took).
 #[utoipa::path(put, path = "/v1/pools/{model}/mix", security(("admin_token" = [])), params(("model" = String, Path, description = "A pool the controller manages")),
     request_body = MixRequest,
-    responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+    responses((status = 401, description = "No or a wrong admin token", body = ErrorBody),
         (status = 200, description = "Instances launched and terminated", body = MixChanged),
         (status = 400, description = "Malformed JSON or a missing field", body = ErrorBody),
         (status = 413, description = "Body over 64 KiB", body = ErrorBody),
@@ -651,7 +649,7 @@ pub async fn set_mix(
 }
 
 /// Mixes chosen by Ribbon, Kairos or an operator, with their evidence.
-#[utoipa::path(get, path = "/v1/mix-decisions", security(("admin_token" = [])), params(Limit), responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+#[utoipa::path(get, path = "/v1/mix-decisions", security(("admin_token" = [])), params(Limit), responses((status = 401, description = "No or a wrong admin token", body = ErrorBody),
         (status = 200, description = "Mix decisions", body = DecisionList),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody), (status = 422, description = "Bad limit", body = ErrorBody)))]
 pub async fn mix_decisions(
@@ -663,14 +661,14 @@ pub async fn mix_decisions(
 }
 
 /// What the instances have cost so far (per-second billing), per pool and in total.
-#[utoipa::path(get, path = "/v1/cost", security(("admin_token" = [])), responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+#[utoipa::path(get, path = "/v1/cost", security(("admin_token" = [])), responses((status = 401, description = "No or a wrong admin token", body = ErrorBody),
         (status = 200, description = "Cost in USD", body = CostReport),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody)))]
 pub async fn cost(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse> {
     Ok(HttpResponse::Ok().json(state.controller()?.cost().await))
 }
 
-#[utoipa::path(get, path = "/metrics", responses((status = 401, description = "No or a wrong admin token (`/metrics`: callers beyond this host)", body = ErrorBody),
+#[utoipa::path(get, path = "/metrics", responses((status = 401, description = "A caller beyond this host without the admin token", body = ErrorBody),
     (status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
 pub async fn metrics_text(_: MetricsReader, state: web::Data<AppState>) -> HttpResponse {
     let body = state
