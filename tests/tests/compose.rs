@@ -146,6 +146,9 @@ impl Project {
             // The project's network, and the label of the containers its master launches.
             .env("COCKTAIL_NETWORK", &self.name)
             .env("COCKTAIL_IMAGE", project_image())
+            // The master's admin token, which the harness presents (else it makes one in
+            // its secrets volume).
+            .env("COCKTAIL_ADMIN_TOKEN", cocktail_tests::cluster::ADMIN_TOKEN)
             .env_remove("COCKTAIL_BIND");
         command
     }

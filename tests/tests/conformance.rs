@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use cocktail_tests::cluster::{Cluster, Process};
+use cocktail_tests::cluster::{ADMIN_TOKEN, CLUSTER_SECRET, Cluster, Process};
 use cocktail_tests::workspace_root;
 use tokio::process::Command;
 
@@ -77,6 +77,8 @@ async fn schemathesis(what: &str, base: &str, filter: &[&str]) {
         .args(["--generation-database", "none"])
         .args(filter)
         .current_dir(&reports)
+        .env("COCKTAIL_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("COCKTAIL_CLUSTER_SECRET", CLUSTER_SECRET)
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output();

@@ -162,6 +162,7 @@ impl Worker {
             let secret = secret.clone();
             App::new()
                 .app_data(state.clone())
+                .app_data(guard::Guarded(secret.is_some()))
                 .wrap(from_fn(move |request, next| {
                     guard::cluster_only(secret.clone(), request, next)
                 }))

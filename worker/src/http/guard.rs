@@ -9,8 +9,12 @@ use cocktail_common::auth::Secret;
 
 use crate::net;
 
-/// Paths anyone may call.
-const OPEN: [&str; 2] = ["/v2/health/live", "/v2/health/ready"];
+/// Paths anyone may call: the health checks and the API's description.
+pub const OPEN: [&str; 3] = ["/v2/health/live", "/v2/health/ready", "/openapi.json"];
+
+/// App data: whether [`cluster_only`] guards this worker (its `/openapi.json` says so).
+#[derive(Debug, Clone, Copy)]
+pub struct Guarded(pub bool);
 
 /// Middleware: 401 for a call without the cluster secret, when there is one.
 pub async fn cluster_only(

@@ -2,11 +2,12 @@
 //! utoipa from the handlers' annotations so that it cannot drift from the code, with the
 //! `model` path parameter narrowed to the one model this worker serves.
 
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use utoipa::OpenApi;
 
 use super::routes::{self, AppState};
-use super::surface::narrow_path_parameter;
+use super::guard::{self, Guarded};
+use super::surface::{narrow_path_parameter, require_bearer};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -50,10 +51,18 @@ pub struct RawImage(String);
 /// This document.
 #[utoipa::path(get, path = "/openapi.json", responses(
     (status = 200, description = "The OpenAPI 3.1 document", body = Object)))]
-pub async fn document(state: web::Data<AppState>) -> HttpResponse {
+pub async fn document(state: web::Data<AppState>, request: HttpRequest) -> HttpResponse {
     let Ok(mut doc) = serde_json::to_value(ApiDoc::openapi()) else {
         return HttpResponse::InternalServerError().finish();
     };
     narrow_path_parameter(&mut doc, "model", std::slice::from_ref(&state.model.name));
+    if request.app_data::<Guarded>().is_some_and(|g| g.0) {
+        require_bearer(
+            &mut doc,
+            "cluster_secret",
+            "The cluster secret the worker and its master share",
+            &guard::OPEN,
+        );
+    }
     HttpResponse::Ok().json(doc)
 }
