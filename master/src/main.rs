@@ -457,6 +457,9 @@ fn run(args: Args) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     // The first stdout line tells scripts and tests where the master listens.
     println!("cocktail-master listening on {}://{address}", net.scheme());
+    if !address.ip().is_loopback() && net.tls.is_none() {
+        tracing::warn!(%address, "listening beyond loopback without TLS: secrets and inputs cross the network in clear text (see --tls-cert)");
+    }
     actix_web::rt::System::new().block_on(cocktail_master::server::serve(
         config,
         listener,

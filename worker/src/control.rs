@@ -55,7 +55,12 @@ impl Control {
         let control = Self {
             config: Arc::new(config),
             client,
-            imds: reqwest::Client::builder().timeout(CALL_TIMEOUT).build()?,
+            // No CA and no secret: the metadata service speaks plain HTTP, and a client
+            // with the platform's roots would need CA certificates that minimal images
+            // (the worker container's) do not have.
+            imds: crate::net::client(None, None)?
+                .timeout(CALL_TIMEOUT)
+                .build()?,
         };
         let heartbeats = control.clone();
         tokio::spawn(async move { heartbeats.heartbeat_loop(state).await });
