@@ -409,15 +409,14 @@ impl Cluster {
             .unwrap()
     }
 
-    /// POSTs JSON; returns the status and the JSON body.
+    /// POSTs JSON, as a worker to the control plane (`/v1/workers/...`: the cluster
+    /// secret) and as an operator elsewhere; returns the status and the JSON body.
     pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        let response = self
-            .client
-            .post(self.url(path))
-            .json(body)
-            .send()
-            .await
-            .unwrap();
+        let mut request = self.client.post(self.url(path)).json(body);
+        if path.starts_with("/v1/workers/") {
+            request = request.bearer_auth(CLUSTER_SECRET);
+        }
+        let response = request.send().await.unwrap();
         let status = response.status().as_u16();
         let text = response.text().await.unwrap();
         (

@@ -5,8 +5,8 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use utoipa::OpenApi;
 
-use super::routes::{self, AppState};
 use super::guard::{self, Guarded};
+use super::routes::{self, AppState};
 use super::surface::{narrow_path_parameter, require_bearer};
 
 #[derive(OpenApi)]

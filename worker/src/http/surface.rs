@@ -177,7 +177,10 @@ pub fn require_bearer(doc: &mut Value, scheme: &str, description: &str, open: &[
         };
         for operation in item.values_mut().filter_map(Value::as_object_mut) {
             operation.insert("security".into(), json!([{ scheme: [] }]));
-            if let Some(responses) = operation.get_mut("responses").and_then(Value::as_object_mut) {
+            if let Some(responses) = operation
+                .get_mut("responses")
+                .and_then(Value::as_object_mut)
+            {
                 responses.insert(
                     "401".into(),
                     json!({
