@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use cocktail_tests::cluster::{Cluster, Process, eventually, free_port, image_request, png_base64};
+use cocktail_tests::cluster::{
+    Cluster, Process, admin_client, eventually, free_port, image_request, png_base64,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
