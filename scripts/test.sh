@@ -20,7 +20,7 @@ cargo fmt --all --check
 log "cargo clippy"
 cargo clippy --workspace --all-targets --features cocktail-tests/ec2 --locked -- -D warnings
 log "cargo build (the binaries the black-box tests start)"
-cargo build --workspace --bins --features cocktail-tests/ec2 --locked
+cargo build --workspace --bins --features cocktail-tests/ec2,cocktail-master/ec2 --locked
 # The compose test's images (offline: debootstrap, a chroot, the binaries just built),
 # cached under .deps/docker and by the daemon; without docker the test skips itself.
 if command -v docker >/dev/null; then

@@ -72,7 +72,8 @@ pub struct Heartbeat {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, ToSchema)]
 pub struct Notice {
     pub id: String,
-    /// `terminate`, `stop` or `hibernate` from the spot notice, or `shutdown`.
+    /// `terminate`, `stop` or `hibernate` from the spot notice, `rebalance` for a
+    /// capacity-rebalance recommendation, or `shutdown`.
     pub action: String,
     /// When it happens (RFC 3339), if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -234,6 +234,24 @@ struct ResourceArgs {
     /// EC2: the AMI with cocktail-worker installed.
     #[arg(long, env = "COCKTAIL_EC2_IMAGE_ID")]
     ec2_image_id: Option<String>,
+    /// EC2: subnets the workers are launched into (comma-separated; default: the default
+    /// VPC's).
+    #[arg(long, env = "COCKTAIL_EC2_SUBNETS", value_delimiter = ',')]
+    ec2_subnets: Vec<String>,
+    /// EC2: the workers' security groups (comma-separated).
+    #[arg(long, env = "COCKTAIL_EC2_SECURITY_GROUPS", value_delimiter = ',')]
+    ec2_security_groups: Vec<String>,
+    /// EC2: the workers' instance profile (its role reads `--ec2-secret-id`).
+    #[arg(long, env = "COCKTAIL_EC2_INSTANCE_PROFILE")]
+    ec2_instance_profile: Option<String>,
+    /// EC2: a Secrets Manager secret holding the cluster secret, which each worker reads
+    /// at boot (default: the boot script carries the secret itself).
+    #[arg(long, env = "COCKTAIL_EC2_SECRET_ID")]
+    ec2_secret_id: Option<String>,
+    /// EC2, emulated only: take each instance's worker host from this tag instead of its
+    /// private address (the moto harness runs instances as local processes).
+    #[arg(long, env = "COCKTAIL_EC2_HOST_TAG")]
+    ec2_host_tag: Option<String>,
     /// EC2 and Docker: the master's URL as the instances reach it.
     #[arg(long, env = "COCKTAIL_PUBLIC_URL")]
     public_url: Option<String>,
@@ -354,6 +372,11 @@ fn resources(
                 })?,
                 seed: args.seed,
                 cluster_secret: Some(cluster_secret.clone()),
+                secret_id: args.ec2_secret_id,
+                subnets: args.ec2_subnets,
+                security_groups: args.ec2_security_groups,
+                instance_profile: args.ec2_instance_profile,
+                host_tag: args.ec2_host_tag,
             })
         } else {
             None

@@ -194,6 +194,33 @@ pub async fn start_server(binary: &std::path::Path, args: &[String], port: u16) 
     child
 }
 
+/// The moto EC2 server (`moto[server,ec2]`, installed by scripts/test.sh) on a free
+/// loopback port; killed when dropped.
+#[derive(Debug)]
+pub struct Moto {
+    _child: Child,
+    pub url: String,
+}
+
+impl Moto {
+    pub async fn start() -> Self {
+        let binary = std::env::var_os("COCKTAIL_MOTO")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join(".deps/moto/bin/moto_server"));
+        let port = free_port();
+        let args = vec![
+            "-H".to_owned(),
+            "127.0.0.1".to_owned(),
+            "-p".to_owned(),
+            port.to_string(),
+        ];
+        Self {
+            _child: start_server(&binary, &args, port).await,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
 /// A free TCP port on localhost (bound and released; fine for tests).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

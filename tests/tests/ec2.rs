@@ -1,6 +1,6 @@
 //! The EC2 provider against the moto EC2 server (`moto[server,ec2]`, installed by
-//! scripts/test.sh): tagged spot and on-demand instances launched by RunInstances and by
-//! CreateFleet with an allocation strategy, listed and terminated.
+//! scripts/test.sh): tagged spot and on-demand instances launched by instant CreateFleet
+//! requests with an allocation strategy, listed and terminated.
 
 #![cfg(feature = "ec2")]
 #![allow(
@@ -13,46 +13,19 @@
 use cocktail_common::catalog::Catalog;
 use cocktail_master::provider::ec2::{Ec2Config, Ec2Provider};
 use cocktail_master::provider::{InstanceStatus, LaunchSpec, Provider};
-use cocktail_tests::cluster::{free_port, start_server};
-use cocktail_tests::workspace_root;
+use cocktail_tests::cluster::Moto;
 
-struct Moto {
-    _child: tokio::process::Child,
-    url: String,
-}
-
-async fn moto() -> Moto {
-    let binary = std::env::var_os("COCKTAIL_MOTO")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".deps/moto/bin/moto_server"));
-    let port = free_port();
-    let args = vec![
-        "-H".to_owned(),
-        "127.0.0.1".to_owned(),
-        "-p".to_owned(),
-        port.to_string(),
-    ];
-    let child = start_server(&binary, &args, port).await;
-    Moto {
-        _child: child,
-        url: format!("http://127.0.0.1:{port}"),
-    }
+fn one<T: std::fmt::Debug>(mut launched: Vec<T>) -> T {
+    assert_eq!(launched.len(), 1, "{launched:?}");
+    launched.remove(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spot_and_on_demand_instances_are_launched_tagged_listed_and_terminated() {
-    let moto = moto().await;
+    let moto = Moto::start().await;
     let catalog = Catalog::embedded().unwrap();
     let provider = Ec2Provider::new(
-        Ec2Config {
-            endpoint: Some(moto.url.clone()),
-            region: "us-east-1".into(),
-            credentials: Some(("testing".into(), "testing".into())),
-            image_id: "ami-12c6146b".into(),
-            master_url: "http://10.0.0.1:8080".into(),
-            seed: 1,
-            cluster_secret: None,
-        },
+        Ec2Config::emulated(&moto.url, "ami-12c6146b", "http://10.0.0.1:8080"),
         catalog.clone(),
     )
     .unwrap();
@@ -64,10 +37,11 @@ async fn spot_and_on_demand_instances_are_launched_tagged_listed_and_terminated(
         instance_type: ty.clone(),
         spot,
         price_per_hour: 0.05,
+        alternates: Vec::new(),
     };
 
-    let spot = provider.launch(spec("cnn_k5", true)).await.unwrap();
-    let on_demand = provider.launch(spec("mlp_med", false)).await.unwrap();
+    let spot = one(provider.launch(spec("cnn_k5", true)).await.unwrap());
+    let on_demand = one(provider.launch(spec("mlp_med", false)).await.unwrap());
     let fleet = provider
         .launch_fleet(&spec("dwsep", true), 2)
         .await

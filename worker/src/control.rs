@@ -227,7 +227,8 @@ pub struct SpotAction {
     pub time: Option<String>,
 }
 
-/// Reads the notice: `None` while there is none (404). Uses an IMDSv2 session token
+/// Reads the spot interruption notice, else a capacity-rebalance recommendation (as
+/// action `rebalance`): `None` while there is neither (404). Uses an IMDSv2 session token
 /// when the service hands one out, else IMDSv1.
 pub async fn spot_notice(
     client: &reqwest::Client,
@@ -250,12 +251,44 @@ pub async fn spot_notice(
     }
     let response = request.send().await.map_err(|e| e.to_string())?;
     match response.status().as_u16() {
+        404 => {}
+        200 => {
+            return response
+                .json::<SpotAction>()
+                .await
+                .map(Some)
+                .map_err(|e| format!("unreadable notice: {e}"));
+        }
+        status => return Err(format!("metadata service answered {status}")),
+    }
+    // No interruption yet; a capacity-rebalance recommendation (the instance is at
+    // elevated risk) is handled alike: replace it before it goes.
+    let mut request = client.get(format!(
+        "{imds}/latest/meta-data/events/recommendations/rebalance"
+    ));
+    if let Some(token) = &token {
+        request = request.header("X-aws-ec2-metadata-token", token);
+    }
+    let response = request.send().await.map_err(|e| e.to_string())?;
+    match response.status().as_u16() {
         404 => Ok(None),
-        200 => response
-            .json::<SpotAction>()
-            .await
-            .map(Some)
-            .map_err(|e| format!("unreadable notice: {e}")),
+        200 => {
+            let body: Rebalance = response
+                .json()
+                .await
+                .map_err(|e| format!("unreadable rebalance recommendation: {e}"))?;
+            Ok(Some(SpotAction {
+                action: "rebalance".into(),
+                time: body.notice_time,
+            }))
+        }
         status => Err(format!("metadata service answered {status}")),
     }
+}
+
+/// The body of `/latest/meta-data/events/recommendations/rebalance`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+struct Rebalance {
+    #[serde(rename = "noticeTime", default)]
+    notice_time: Option<String>,
 }

@@ -523,6 +523,7 @@ fn notice_kind(action: &str) -> &'static str {
         "stop" => "stop",
         "hibernate" => "hibernate",
         "shutdown" => "shutdown",
+        "rebalance" => "rebalance",
         _ => "other",
     }
 }

@@ -157,6 +157,34 @@ pub struct Decision {
     pub reason: String,
 }
 
+/// Types a fleet request may take instead of `chosen`, at most `n`: offers in the same
+/// market and of the same kind (GPU or not) that cost no more per request, cheapest per
+/// request first, each with its capacity relative to `chosen` (their packing factors'
+/// ratio), so that the fleet buys the same serving capacity whichever type it finds.
+/// Spreading a pool over types also spreads its spot revocations.
+pub fn alternates(chosen: &Offer, offers: &[Offer], n: usize) -> Vec<(String, f64)> {
+    let per_request = |o: &Offer| o.price_per_hour / f64::from(o.packing_factor.max(1));
+    let mut fitting: Vec<&Offer> = offers
+        .iter()
+        .filter(|o| {
+            o.instance_type != chosen.instance_type
+                && o.spot == chosen.spot
+                && o.gpu == chosen.gpu
+                && o.packing_factor > 0
+                && per_request(o) <= per_request(chosen) * 1.25
+        })
+        .collect();
+    fitting.sort_by(|a, b| per_request(a).total_cmp(&per_request(b)));
+    fitting
+        .into_iter()
+        .take(n)
+        .map(|o| {
+            let weight = f64::from(o.packing_factor) / f64::from(chosen.packing_factor.max(1));
+            (o.instance_type.clone(), weight)
+        })
+        .collect()
+}
+
 /// Requests per second one instance serves.
 pub fn capacity(packing_factor: u32, latency_ms: f64, config: &AutoscaleConfig) -> f64 {
     f64::from(packing_factor) * 1000.0 / (latency_ms + config.overhead_ms).max(1e-6)
@@ -663,5 +691,33 @@ mod tests {
                 .launch
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn alternates_buy_the_same_capacity_in_the_same_market() {
+        let offer = |name: &str, pf: u32, price: f64, spot: bool, gpu: bool| Offer {
+            instance_type: name.into(),
+            packing_factor: pf,
+            price_per_hour: price,
+            spot,
+            gpu,
+        };
+        let chosen = offer("c5.xlarge", 8, 0.08, true, false);
+        let offers = vec![
+            chosen.clone(),
+            offer("c5.2xlarge", 16, 0.15, true, false),
+            offer("m5.xlarge", 8, 0.095, true, false),
+            offer("r5.xlarge", 8, 0.2, true, false),
+            offer("c6i.xlarge", 8, 0.07, false, false),
+            offer("g4dn.xlarge", 64, 0.3, true, true),
+        ];
+        assert_eq!(
+            alternates(&chosen, &offers, 3),
+            vec![
+                ("c5.2xlarge".to_owned(), 2.0),
+                ("m5.xlarge".to_owned(), 1.0)
+            ]
+        );
+        assert_eq!(alternates(&chosen, &offers, 1).len(), 1);
     }
 }

@@ -276,12 +276,28 @@ impl Controller {
         })
     }
 
+    /// Up to two types a fleet may launch for `model` instead of `chosen`.
+    fn alternates(&self, model: &str, chosen: &str, spot: bool) -> Vec<(InstanceType, f64)> {
+        let offers = self.offers_for(model);
+        let Some(offer) = offers
+            .iter()
+            .find(|o| o.instance_type == chosen && o.spot == spot)
+        else {
+            return Vec::new();
+        };
+        autoscale::alternates(offer, &offers, 2)
+            .into_iter()
+            .filter_map(|(name, weight)| Some((self.catalog.get(&name)?.clone(), weight)))
+            .collect()
+    }
+
     /// What each type costs a pool now: spot under the bid, else on-demand.
     fn offers(&self, pool: &PoolState) -> Vec<Offer> {
-        let profile = self
-            .models
-            .get(&pool.model)
-            .and_then(|m| m.profile.as_ref());
+        self.offers_for(&pool.model)
+    }
+
+    fn offers_for(&self, model: &str) -> Vec<Offer> {
+        let profile = self.models.get(model).and_then(|m| m.profile.as_ref());
         self.allowed_types()
             .map(|ty| {
                 Offer::priced(
@@ -532,7 +548,11 @@ impl Controller {
             id: record.id,
             model: record.model,
             instance_type: record.instance_type,
-            reason: format!("spot interruption notice ({action})"),
+            reason: if action == "rebalance" {
+                "capacity-rebalance recommendation".to_owned()
+            } else {
+                format!("spot interruption notice ({action})")
+            },
             notice: Duration::from_secs_f64(self.catalog.spot.notice_seconds),
         })
         .await;
@@ -626,24 +646,32 @@ impl Controller {
                 let Some(ty) = self.catalog.get(instance_type).cloned() else {
                     return;
                 };
+                let alternates = if trigger == "standby" {
+                    Vec::new()
+                } else {
+                    self.alternates(&decision.pool, instance_type, *spot)
+                };
                 for _ in 0..*count {
                     let spec = LaunchSpec {
                         model: decision.pool.clone(),
                         instance_type: ty.clone(),
                         spot: *spot,
                         price_per_hour: *price_per_hour,
+                        alternates: alternates.clone(),
                     };
                     match self.provider.launch(spec).await {
-                        Ok(record) => {
-                            self.store.record(Collection::Instances, json!(record));
-                            if trigger == "standby" {
-                                self.standbys
-                                    .lock()
-                                    .unwrap_or_else(|p| p.into_inner())
-                                    .all
-                                    .insert(record.id.clone());
+                        Ok(records) => {
+                            for record in records {
+                                self.store.record(Collection::Instances, json!(record));
+                                if trigger == "standby" {
+                                    self.standbys
+                                        .lock()
+                                        .unwrap_or_else(|p| p.into_inner())
+                                        .all
+                                        .insert(record.id.clone());
+                                }
+                                outcome.push(record.id);
                             }
-                            outcome.push(record.id);
                         }
                         Err(e) => outcome.push(format!("failed: {e}")),
                     }

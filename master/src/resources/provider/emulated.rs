@@ -341,7 +341,7 @@ impl<R: Runtime> Provider for Emulated<R> {
         self.runtime.name()
     }
 
-    fn launch(&self, spec: LaunchSpec) -> BoxFuture<'_, Result<InstanceRecord, MasterError>> {
+    fn launch(&self, spec: LaunchSpec) -> BoxFuture<'_, Result<Vec<InstanceRecord>, MasterError>> {
         async move {
             let id = format!(
                 "{}-{:05}",
@@ -361,7 +361,7 @@ impl<R: Runtime> Provider for Emulated<R> {
             );
             let worker = self.spec(&id, &spec.model, &spec.instance_type);
             self.spawn_boot(worker, self.config.provisioning_delay);
-            Ok(record)
+            Ok(vec![record])
         }
         .boxed()
     }

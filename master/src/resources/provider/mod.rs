@@ -25,6 +25,9 @@ pub struct LaunchSpec {
     pub spot: bool,
     /// The price when launched (spot or on-demand), USD per hour.
     pub price_per_hour: f64,
+    /// Types a fleet may launch instead, with their capacity relative to this one
+    /// ([`crate::autoscale::alternates`]); providers without fleets ignore them.
+    pub alternates: Vec<(InstanceType, f64)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -103,8 +106,9 @@ pub struct Interruption {
 
 pub trait Provider: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &'static str;
-    /// Starts an instance; it is `Provisioning` until its worker is up.
-    fn launch(&self, spec: LaunchSpec) -> BoxFuture<'_, Result<InstanceRecord, MasterError>>;
+    /// Starts the capacity of one instance of `spec` (a fleet may meet it with several
+    /// smaller ones of an alternate type); each is `Provisioning` until its worker is up.
+    fn launch(&self, spec: LaunchSpec) -> BoxFuture<'_, Result<Vec<InstanceRecord>, MasterError>>;
     /// Stops an instance (its worker drains first).
     fn terminate<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>>;
     /// Stops an instance so it can be started again later (not billed meanwhile).

@@ -1,7 +1,12 @@
 //! The EC2 provider (cargo feature `ec2`): instances are EC2 instances running a worker
-//! started by user data, tagged with their pool. Spot through RunInstances market
-//! options (one instance) or CreateFleet with an allocation strategy (several at once),
-//! on-demand otherwise. Tested against the moto EC2 server.
+//! started by their boot script ([`boot`]), tagged with their pool. Every launch is an
+//! instant CreateFleet over the chosen type and its alternates (weighted by their
+//! packing factors) in every configured subnet: spot with the price-capacity-optimized
+//! strategy under the bid, and on-demand when spot finds no capacity. Tested against the
+//! moto EC2 server, down to a master whose instances moto "runs" as local workers
+//! (`tests/tests/ec2_e2e.rs`).
+
+pub mod boot;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,12 +16,13 @@ use aws_sdk_ec2::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_ec2::types::{
     DefaultTargetCapacityType, Filter, FleetLaunchTemplateConfigRequest,
     FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest, FleetType,
-    InstanceLifecycleType, InstanceMarketOptionsRequest, InstanceStateName,
-    InstanceType as Ec2Type, MarketType, RequestLaunchTemplateData, ResourceType,
-    SpotAllocationStrategy, SpotMarketOptions, SpotOptionsRequest, Tag, TagSpecification,
+    InstanceLifecycle, InstanceLifecycleType, InstanceStateName, InstanceType as Ec2Type,
+    LaunchTemplateIamInstanceProfileSpecificationRequest, RequestLaunchTemplateData, ResourceType,
+    SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification,
     TargetCapacitySpecificationRequest,
 };
 use base64::Engine as _;
+use boot::{Boot, SecretSource};
 use cocktail_common::auth::Secret;
 use cocktail_common::catalog::{Catalog, InstanceType, SpotPrices, SpotProcess};
 use futures_util::FutureExt as _;
@@ -43,8 +49,51 @@ pub struct Ec2Config {
     /// The master URL the workers register with (reachable from the instances).
     pub master_url: String,
     pub seed: u64,
-    /// Written to each instance's disk (mode 0600) by its boot script.
+    /// Written to each instance's disk (mode 0600) by its boot script, unless
+    /// `secret_id` names where the instances read it themselves.
     pub cluster_secret: Option<Secret>,
+    /// A Secrets Manager secret with the cluster secret, read by each instance at boot.
+    pub secret_id: Option<String>,
+    /// Subnets the fleets launch into (none: the default VPC's).
+    pub subnets: Vec<String>,
+    /// Security groups of the workers (none: the default group).
+    pub security_groups: Vec<String>,
+    /// The workers' instance profile (its role may read `secret_id`).
+    pub instance_profile: Option<String>,
+    /// Take each instance's worker host from this tag instead of its private address:
+    /// the moto harness, whose instances are local processes (never set it on AWS).
+    pub host_tag: Option<String>,
+}
+
+impl Ec2Config {
+    /// The settings for `endpoint` (a moto server) with test credentials.
+    pub fn emulated(endpoint: &str, image_id: &str, master_url: &str) -> Self {
+        Self {
+            endpoint: Some(endpoint.to_owned()),
+            region: "us-east-1".into(),
+            credentials: Some(("testing".into(), "testing".into())),
+            image_id: image_id.to_owned(),
+            master_url: master_url.to_owned(),
+            seed: 1,
+            cluster_secret: None,
+            secret_id: None,
+            subnets: Vec::new(),
+            security_groups: Vec::new(),
+            instance_profile: None,
+            host_tag: None,
+        }
+    }
+
+    fn secret_source(&self) -> SecretSource {
+        match (&self.secret_id, &self.cluster_secret) {
+            (Some(id), _) => SecretSource::SecretsManager {
+                id: id.clone(),
+                region: self.region.clone(),
+            },
+            (None, Some(secret)) => SecretSource::Inline(secret.clone()),
+            (None, None) => SecretSource::None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -91,35 +140,16 @@ impl Ec2Provider {
         }))
     }
 
-    /// The boot script: start the worker for `model`, named after the instance, pointed
-    /// at the master, watching the spot notice. The cluster secret goes to a file only
-    /// root and the worker read; the user data itself stays readable through the
-    /// instance metadata service (docs/security.md).
+    /// The boot script of `model`'s instances ([`boot`]), base64 as EC2 takes it.
     fn user_data(&self, model: &str, vcpus: u32) -> String {
-        let secret = match &self.config.cluster_secret {
-            Some(secret) => format!(
-                "install -d -m 700 /etc/cocktail\n\
-                 (umask 077; printf '%s' '{}' > /etc/cocktail/cluster-secret)\n",
-                secret.expose().replace('\'', "'\\''")
-            ),
-            None => String::new(),
-        };
-        let secret_flag = if self.config.cluster_secret.is_some() {
-            " --cluster-secret-file /etc/cocktail/cluster-secret"
-        } else {
-            ""
-        };
-        let script = format!(
-            "#!/bin/bash\n\
-             {secret}\
-             IMDS=http://169.254.169.254\n\
-             TOKEN=$(curl -s -X PUT $IMDS/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')\n\
-             ID=$(curl -s -H \"X-aws-ec2-metadata-token: $TOKEN\" $IMDS/latest/meta-data/instance-id)\n\
-             IP=$(curl -s -H \"X-aws-ec2-metadata-token: $TOKEN\" $IMDS/latest/meta-data/local-ipv4)\n\
-             exec cocktail-worker --model {model} --host 0.0.0.0 --port 9000 --threads {vcpus} \
-             --master {master} --id \"$ID\" --advertise-url \"http://$IP:9000\" --imds-url $IMDS{secret_flag}\n",
-            master = self.config.master_url,
-        );
+        let secret = self.config.secret_source();
+        let script = Boot {
+            model,
+            threads: vcpus,
+            master_url: &self.config.master_url,
+            secret: &secret,
+        }
+        .script();
         base64::engine::general_purpose::STANDARD.encode(script)
     }
 
@@ -167,20 +197,59 @@ impl Ec2Provider {
         Ok(())
     }
 
-    /// Launches `count` instances at once with CreateFleet (type `instant`), spot with the
-    /// price-capacity-optimized allocation strategy or on-demand.
+    /// Launches the capacity of `count` instances of `spec` with one instant CreateFleet,
+    /// and on-demand when spot finds none (no capacity, or every price above its bid).
     pub async fn launch_fleet(
         &self,
         spec: &LaunchSpec,
         count: u32,
     ) -> Result<Vec<InstanceRecord>, MasterError> {
         let template = self.template(spec).await?;
-        let capacity_type = if spec.spot {
+        let launched = self.create_fleet(&template, spec, count, spec.spot).await?;
+        if !launched.is_empty() || !spec.spot {
+            return non_empty(launched);
+        }
+        tracing::warn!(model = %spec.model, instance_type = %spec.instance_type.name, "no spot capacity under the bid; launching on-demand");
+        non_empty(self.create_fleet(&template, spec, count, false).await?)
+    }
+
+    async fn create_fleet(
+        &self,
+        template: &str,
+        spec: &LaunchSpec,
+        count: u32,
+        spot: bool,
+    ) -> Result<Vec<InstanceRecord>, MasterError> {
+        let subnets: Vec<Option<&str>> = if self.config.subnets.is_empty() {
+            vec![None]
+        } else {
+            self.config
+                .subnets
+                .iter()
+                .map(|s| Some(s.as_str()))
+                .collect()
+        };
+        let types = std::iter::once((&spec.instance_type, 1.0))
+            .chain(spec.alternates.iter().map(|(ty, weight)| (ty, *weight)));
+        let mut overrides = Vec::new();
+        for (ty, weight) in types {
+            for subnet in &subnets {
+                let mut o = FleetLaunchTemplateOverridesRequest::builder()
+                    .instance_type(Ec2Type::from(ty.name.as_str()))
+                    .weighted_capacity(weight)
+                    .set_subnet_id(subnet.map(str::to_owned));
+                if spot {
+                    o = o.max_price(format!("{:.6}", self.catalog.bid(ty)));
+                }
+                overrides.push(o.build());
+            }
+        }
+        let capacity_type = if spot {
             DefaultTargetCapacityType::Spot
         } else {
             DefaultTargetCapacityType::OnDemand
         };
-        let fleet = self
+        let mut request = self
             .client
             .create_fleet()
             .r#type(FleetType::Instant)
@@ -192,12 +261,7 @@ impl Ec2Provider {
                             .version("$Latest")
                             .build(),
                     )
-                    .overrides(
-                        FleetLaunchTemplateOverridesRequest::builder()
-                            .instance_type(Ec2Type::from(spec.instance_type.name.as_str()))
-                            .max_price(format!("{:.6}", self.catalog.bid(&spec.instance_type)))
-                            .build(),
-                    )
+                    .set_overrides(Some(overrides))
                     .build(),
             )
             .target_capacity_specification(
@@ -206,28 +270,75 @@ impl Ec2Provider {
                     .default_target_capacity_type(capacity_type)
                     .build(),
             )
-            .spot_options(
-                SpotOptionsRequest::builder()
-                    .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
-                    .build(),
-            )
             .tag_specifications(
                 TagSpecification::builder()
                     .resource_type(ResourceType::Instance)
                     .set_tags(Some(self.tags(spec)))
                     .build(),
+            );
+        if spot {
+            request = request.spot_options(
+                SpotOptionsRequest::builder()
+                    .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
+                    .build(),
+            );
+        }
+        let fleet = request.send().await.map_err(|e| {
+            provider_error("CreateFleet", aws_sdk_ec2::error::DisplayErrorContext(e))
+        })?;
+        for error in fleet.errors() {
+            tracing::warn!(code = ?error.error_code(), message = ?error.error_message(), spot, "CreateFleet could not launch an override");
+        }
+        let mut records = Vec::new();
+        for launched in fleet.instances() {
+            let ty = launched
+                .instance_type()
+                .and_then(|t| self.catalog.get(t.as_str()))
+                .unwrap_or(&spec.instance_type);
+            let on_spot = launched
+                .lifecycle()
+                .map_or(spot, |l| *l == InstanceLifecycle::Spot);
+            let price = if on_spot {
+                self.spot_price(ty)
+            } else {
+                ty.on_demand_per_hour
+            };
+            for id in launched.instance_ids() {
+                let record = InstanceRecord {
+                    instance_type: ty.name.clone(),
+                    spot: on_spot,
+                    price_per_hour: price,
+                    ..InstanceRecord::provisioning(id.clone(), spec)
+                };
+                if (record.instance_type.as_str(), record.spot)
+                    != (spec.instance_type.name.as_str(), spec.spot)
+                {
+                    self.retag_price(&record).await;
+                }
+                records.push(record);
+            }
+        }
+        Ok(records)
+    }
+
+    /// Corrects the price tag of an instance that a fleet launched as an alternate type or
+    /// on-demand (the request tagged every instance with the chosen type's price).
+    async fn retag_price(&self, record: &InstanceRecord) {
+        let tagged = self
+            .client
+            .create_tags()
+            .resources(&record.id)
+            .tags(
+                Tag::builder()
+                    .key(TAG_PRICE)
+                    .value(format!("{:.6}", record.price_per_hour))
+                    .build(),
             )
             .send()
-            .await
-            .map_err(|e| {
-                provider_error("CreateFleet", aws_sdk_ec2::error::DisplayErrorContext(e))
-            })?;
-        Ok(fleet
-            .instances()
-            .iter()
-            .flat_map(|i| i.instance_ids().iter())
-            .map(|id| InstanceRecord::provisioning(id.clone(), spec))
-            .collect())
+            .await;
+        if let Err(e) = tagged {
+            tracing::warn!(id = %record.id, error = %aws_sdk_ec2::error::DisplayErrorContext(e), "price tag not corrected");
+        }
     }
 
     /// The pool's launch template (image, user data, tags), created once.
@@ -240,10 +351,26 @@ impl Ec2Provider {
             .client
             .create_launch_template()
             .launch_template_name(format!("cocktail-{}", spec.model))
+            .tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::LaunchTemplate)
+                    .tags(Tag::builder().key(TAG_MANAGED).value("true").build())
+                    .tags(Tag::builder().key(TAG_POOL).value(&spec.model).build())
+                    .build(),
+            )
             .launch_template_data(
                 RequestLaunchTemplateData::builder()
                     .image_id(&self.config.image_id)
                     .user_data(self.user_data(&spec.model, spec.instance_type.vcpus))
+                    .set_security_group_ids(
+                        (!self.config.security_groups.is_empty())
+                            .then(|| self.config.security_groups.clone()),
+                    )
+                    .set_iam_instance_profile(self.config.instance_profile.as_ref().map(|name| {
+                        LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                            .name(name)
+                            .build()
+                    }))
                     .build(),
             )
             .send()
@@ -269,45 +396,8 @@ impl Provider for Ec2Provider {
         "ec2"
     }
 
-    fn launch(&self, spec: LaunchSpec) -> BoxFuture<'_, Result<InstanceRecord, MasterError>> {
-        async move {
-            let mut request = self
-                .client
-                .run_instances()
-                .image_id(&self.config.image_id)
-                .instance_type(Ec2Type::from(spec.instance_type.name.as_str()))
-                .min_count(1)
-                .max_count(1)
-                .user_data(self.user_data(&spec.model, spec.instance_type.vcpus))
-                .tag_specifications(
-                    TagSpecification::builder()
-                        .resource_type(ResourceType::Instance)
-                        .set_tags(Some(self.tags(&spec)))
-                        .build(),
-                );
-            if spec.spot {
-                request = request.instance_market_options(
-                    InstanceMarketOptionsRequest::builder()
-                        .market_type(MarketType::Spot)
-                        .spot_options(
-                            SpotMarketOptions::builder()
-                                .max_price(format!("{:.6}", self.catalog.bid(&spec.instance_type)))
-                                .build(),
-                        )
-                        .build(),
-                );
-            }
-            let out = request.send().await.map_err(|e| {
-                provider_error("RunInstances", aws_sdk_ec2::error::DisplayErrorContext(e))
-            })?;
-            let id = out
-                .instances()
-                .first()
-                .and_then(|i| i.instance_id())
-                .ok_or_else(|| provider_error("RunInstances", "no instance in the answer"))?;
-            Ok(InstanceRecord::provisioning(id.to_owned(), &spec))
-        }
-        .boxed()
+    fn launch(&self, spec: LaunchSpec) -> BoxFuture<'_, Result<Vec<InstanceRecord>, MasterError>> {
+        async move { self.launch_fleet(&spec, 1).await }.boxed()
     }
 
     fn terminate<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>> {
@@ -409,7 +499,12 @@ impl Provider for Ec2Provider {
                     terminated_at: (status == InstanceStatus::Terminated).then(super::now_s),
                     stopped_s: 0.0,
                     stopped_at: (status == InstanceStatus::Stopped).then(super::now_s),
-                    host: instance.private_ip_address().map(str::to_owned),
+                    host: self
+                        .config
+                        .host_tag
+                        .as_deref()
+                        .and_then(tag)
+                        .or_else(|| instance.private_ip_address().map(str::to_owned)),
                 });
             }
             records.sort_by(|a, b| a.id.cmp(&b.id));
@@ -433,4 +528,15 @@ impl Provider for Ec2Provider {
     fn interruptions(&self) -> Option<mpsc::Receiver<Interruption>> {
         None
     }
+}
+
+/// A fleet that launched nothing is an error naming why (its errors are logged).
+fn non_empty(records: Vec<InstanceRecord>) -> Result<Vec<InstanceRecord>, MasterError> {
+    if records.is_empty() {
+        return Err(provider_error(
+            "CreateFleet",
+            "no instance launched (no capacity for any type, spot or on-demand)",
+        ));
+    }
+    Ok(records)
 }
