@@ -212,7 +212,7 @@ async fn a_restarted_master_gets_its_workers_back() {
     .map(|s| (*s).to_owned())
     .collect();
     let _worker = Process::start("cocktail-worker", &worker_args).await;
-    let client = reqwest::Client::new();
+    let client = admin_client();
     let listed = |url: String| {
         let client = client.clone();
         async move {
