@@ -95,6 +95,43 @@ pub fn narrow_property(doc: &mut Value, schema: &str, property: &str, values: &[
     }
 }
 
+/// Declares the bearer scheme `scheme` in the OpenAPI document `doc` and requires it, with
+/// its 401 answer, on every operation but those of the paths in `open`.
+pub fn require_bearer(doc: &mut Value, scheme: &str, description: &str, open: &[&str]) {
+    if let Some(components) = doc.get_mut("components").and_then(Value::as_object_mut) {
+        let schemes = components
+            .entry("securitySchemes")
+            .or_insert_with(|| json!({}));
+        schemes[scheme] = json!({ "type": "http", "scheme": "bearer", "description": description });
+    }
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        if open.contains(&path.as_str()) {
+            continue;
+        }
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for operation in item.values_mut().filter_map(Value::as_object_mut) {
+            operation.insert("security".into(), json!([{ scheme: [] }]));
+            if let Some(responses) = operation
+                .get_mut("responses")
+                .and_then(Value::as_object_mut)
+            {
+                responses.insert(
+                    "401".into(),
+                    json!({
+                        "description": format!("No or a wrong {}", scheme.replace('_', " ")),
+                        "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } },
+                    }),
+                );
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use actix_web::test::{TestRequest, call_service, init_service, read_body_json};
@@ -153,42 +190,5 @@ mod tests {
         let properties = &doc["components"]["schemas"]["Registration"]["properties"];
         assert_eq!(properties["model"]["enum"], json!(["linear"]));
         assert_eq!(properties["url"], json!({ "type": "string" }));
-    }
-}
-
-/// Declares the bearer scheme `scheme` in the OpenAPI document `doc` and requires it, with
-/// its 401 answer, on every operation but those of the paths in `open`.
-pub fn require_bearer(doc: &mut Value, scheme: &str, description: &str, open: &[&str]) {
-    if let Some(components) = doc.get_mut("components").and_then(Value::as_object_mut) {
-        let schemes = components
-            .entry("securitySchemes")
-            .or_insert_with(|| json!({}));
-        schemes[scheme] = json!({ "type": "http", "scheme": "bearer", "description": description });
-    }
-    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
-        return;
-    };
-    for (path, item) in paths.iter_mut() {
-        if open.contains(&path.as_str()) {
-            continue;
-        }
-        let Some(item) = item.as_object_mut() else {
-            continue;
-        };
-        for operation in item.values_mut().filter_map(Value::as_object_mut) {
-            operation.insert("security".into(), json!([{ scheme: [] }]));
-            if let Some(responses) = operation
-                .get_mut("responses")
-                .and_then(Value::as_object_mut)
-            {
-                responses.insert(
-                    "401".into(),
-                    json!({
-                        "description": format!("No or a wrong {}", scheme.replace('_', " ")),
-                        "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } },
-                    }),
-                );
-            }
-        }
     }
 }
