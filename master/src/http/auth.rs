@@ -4,6 +4,7 @@
 //! handler's arguments, so a refused call is answered before its body is read.
 
 use std::future::{Ready, ready};
+use std::marker::PhantomData;
 
 use actix_web::dev::Payload;
 use actix_web::http::header;
@@ -12,6 +13,7 @@ use cocktail_common::auth::{Secret, bearer_token};
 
 use super::routes::AppState;
 use crate::MasterError;
+use crate::access::Access;
 use crate::access::keys::Refusal;
 
 fn state(request: &HttpRequest) -> Result<&web::Data<AppState>, MasterError> {
@@ -50,26 +52,57 @@ fn check(
     }
 }
 
-/// An operator: presented the admin token.
-#[derive(Debug)]
-pub struct Admin;
+/// Which of the master's secrets a caller presents.
+pub trait Role {
+    /// The realm of the 401's challenge.
+    const REALM: &'static str;
+    /// What to present, as the 401 says it.
+    const WHAT: &'static str;
+    fn secret(access: &Access) -> Option<&Secret>;
+}
 
-impl FromRequest for Admin {
+/// A caller that presented the secret of role `R` (or any caller while it is off).
+#[derive(Debug)]
+pub struct Presented<R>(PhantomData<R>);
+
+impl<R: Role> FromRequest for Presented<R> {
     type Error = MasterError;
     type Future = Ready<Result<Self, MasterError>>;
 
     fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(state(request).and_then(|s| {
-            check(
-                request,
-                s.access.admin.as_ref(),
-                "admin",
-                "the admin token (see docs/security.md)",
-            )
-            .map(|()| Admin)
+            check(request, R::secret(&s.access), R::REALM, R::WHAT).map(|()| Self(PhantomData))
         }))
     }
 }
+
+/// An operator: presented the admin token.
+#[derive(Debug)]
+pub enum AdminRole {}
+
+impl Role for AdminRole {
+    const REALM: &'static str = "admin";
+    const WHAT: &'static str = "the admin token (see docs/security.md)";
+    fn secret(access: &Access) -> Option<&Secret> {
+        access.admin.as_ref()
+    }
+}
+
+pub type Admin = Presented<AdminRole>;
+
+/// A worker of this cluster: presented the cluster secret.
+#[derive(Debug)]
+pub enum ClusterRole {}
+
+impl Role for ClusterRole {
+    const REALM: &'static str = "cluster";
+    const WHAT: &'static str = "the cluster secret the master was started with";
+    fn secret(access: &Access) -> Option<&Secret> {
+        access.cluster.as_ref()
+    }
+}
+
+pub type Cluster = Presented<ClusterRole>;
 
 /// A reader of `/metrics`: anyone on this host (a local Prometheus), else an operator.
 #[derive(Debug)]
@@ -83,29 +116,11 @@ impl FromRequest for MetricsReader {
         if request.peer_addr().is_some_and(|a| a.ip().is_loopback()) {
             return ready(Ok(MetricsReader));
         }
-        let admin = Admin::from_request(request, payload).into_inner();
-        ready(admin.map(|Admin| MetricsReader))
-    }
-}
-
-/// A worker of this cluster: presented the cluster secret.
-#[derive(Debug)]
-pub struct Cluster;
-
-impl FromRequest for Cluster {
-    type Error = MasterError;
-    type Future = Ready<Result<Self, MasterError>>;
-
-    fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(state(request).and_then(|s| {
-            check(
-                request,
-                s.access.cluster.as_ref(),
-                "cluster",
-                "the cluster secret the master was started with",
-            )
-            .map(|()| Cluster)
-        }))
+        ready(
+            Admin::from_request(request, payload)
+                .into_inner()
+                .map(|_| MetricsReader),
+        )
     }
 }
 
