@@ -39,66 +39,43 @@ use cocktail_tests::workspace_root;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-/// Everything the master's role may do, and why. Nothing else is allowed.
-const NEEDED: &[(&str, &str)] = &[
-    (
-        "ec2:DescribeSpotPriceHistory",
-        "the provider's spot prices (refresh_prices)",
-    ),
-    (
-        "ec2:DescribeInstances",
-        "the provider's list of its instances (describe)",
-    ),
-    (
-        "ec2:CreateLaunchTemplate",
-        "one launch template per pool, for CreateFleet",
-    ),
-    ("ec2:CreateFleet", "launches (instant fleets)"),
-    (
-        "ec2:RunInstances",
-        "launches of one instance, and what an instant fleet launches on the caller's rights",
-    ),
-    (
-        "ec2:CreateTags",
-        "tags on the instances at their launch (RunInstances, CreateFleet), and the corrected price tag of a managed instance",
-    ),
-    ("ec2:TerminateInstances", "the provider's terminate"),
-    ("ec2:StopInstances", "the provider's stop (standbys)"),
-    ("ec2:StartInstances", "the provider's start (standbys)"),
-    (
-        "iam:PassRole",
-        "the workers' instance profile in the launch template",
-    ),
-    (
-        "secretsmanager:GetSecretValue",
-        "the master's boot script reads the cluster secret and the admin token",
-    ),
-];
+/// Everything the master's role may do, one action and its reason a line. Nothing else is
+/// allowed.
+const NEEDED: &str = "
+    ec2:DescribeSpotPriceHistory   spot prices (refresh_prices)
+    ec2:DescribeInstances          the provider's instances (describe)
+    ec2:CreateLaunchTemplate       a launch template per pool, for CreateFleet
+    ec2:CreateFleet                launches: instant fleets
+    ec2:RunInstances               single launches, and what an instant fleet launches
+    ec2:CreateTags                 tags at launch, and a managed instance's corrected price tag
+    ec2:TerminateInstances         terminate
+    ec2:StopInstances              stop (standbys)
+    ec2:StartInstances             start (standbys)
+    iam:PassRole                   the workers' instance profile in the launch templates
+    secretsmanager:GetSecretValue  the master's boot script reads its two secrets
+";
+
+/// The actions of [`NEEDED`].
+fn needed() -> BTreeSet<String> {
+    NEEDED
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
 
 /// EC2 calls that support no resource-level permission: the only ones on `*`.
 const UNSCOPED: &[&str] = &["ec2:DescribeInstances", "ec2:DescribeSpotPriceHistory"];
 
 /// What the master's boot script must pass (the EC2 provider's flags, docs/deploy-aws.md).
-const MASTER_FLAGS: &[&str] = &[
-    "--host",
-    "--port",
-    "--provider",
-    "--ec2-region",
-    "--ec2-image-id",
-    "--public-url",
-    "--ec2-subnets",
-    "--ec2-security-groups",
-    "--ec2-instance-profile",
-    "--ec2-secret-id",
-    "--worker-networks",
-    "--min-instances",
-];
+const MASTER_FLAGS: &str = "--host --port --provider --ec2-region --ec2-image-id --public-url \
+    --ec2-subnets --ec2-security-groups --ec2-instance-profile --ec2-secret-id \
+    --worker-networks --min-instances";
 
-/// moto's account, region and partition.
+/// moto's account and region, the client network and one of the AMIs moto knows.
 const ACCOUNT: &str = "123456789012";
 const REGION: &str = "us-east-1";
 const CLIENT_CIDR: &str = "203.0.113.7/32";
-/// One of the AMIs moto knows.
 const IMAGE: &str = "ami-12c6146b";
 
 fn read(path: &str) -> String {
@@ -266,7 +243,7 @@ fn the_master_policy_allows_every_ec2_call_of_the_provider_and_nothing_else() {
         missing.is_empty(),
         "the provider calls {missing:?}, which deploy/aws/master-policy.json does not allow"
     );
-    let needed: BTreeSet<String> = NEEDED.iter().map(|(a, _)| (*a).to_owned()).collect();
+    let needed = needed();
     let unexplained: Vec<&String> = calls.iter().filter(|c| !needed.contains(*c)).collect();
     assert!(
         unexplained.is_empty(),
@@ -486,17 +463,22 @@ fn master_flags(script: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// (port, peer) of a rule: the peer is a CIDR, a parameter or a security group's logical id.
-fn rule(rule: &Value, peer_keys: &[&str]) -> (u64, String) {
+/// A rule of `group` as `GROUP in|out PORT PEER`; the peer is a CIDR, a parameter or a
+/// security group's logical id.
+fn rule(group: &str, direction: &str, rule: &Value) -> String {
     assert_eq!(rule["IpProtocol"], "tcp", "{rule}");
     assert_eq!(
         rule["FromPort"], rule["ToPort"],
         "one port per rule: {rule}"
     );
-    let peer = peer_keys
-        .iter()
-        .find_map(|k| rule.get(*k))
-        .unwrap_or_else(|| panic!("no peer in {rule}"));
+    let peer = [
+        "CidrIp",
+        "SourceSecurityGroupId",
+        "DestinationSecurityGroupId",
+    ]
+    .iter()
+    .find_map(|k| rule.get(*k))
+    .unwrap_or_else(|| panic!("no peer in {rule}"));
     let peer = match peer {
         Value::String(cidr) => cidr.clone(),
         Value::Object(o) if o.contains_key("Ref") => o["Ref"].as_str().unwrap().to_owned(),
@@ -505,7 +487,7 @@ fn rule(rule: &Value, peer_keys: &[&str]) -> (u64, String) {
         }
         other => panic!("peer {other}"),
     };
-    (rule["FromPort"].as_u64().unwrap(), peer)
+    format!("{group} {direction} {} {peer}", rule["FromPort"])
 }
 
 #[tokio::test]
@@ -595,75 +577,38 @@ async fn the_template_grants_holds_and_starts_what_the_cluster_needs_and_nothing
     }
 
     // The security groups: every rule, inline or standalone, in and out.
-    let mut inbound: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
-    let mut outbound: BTreeMap<String, BTreeSet<(u64, String)>> = BTreeMap::new();
+    let mut rules = BTreeSet::new();
     for (name, group) in of_type("AWS::EC2::SecurityGroup") {
         let properties = &group["Properties"];
         for r in properties["SecurityGroupIngress"].as_array().unwrap() {
-            inbound
-                .entry(name.clone())
-                .or_default()
-                .insert(rule(r, &["CidrIp", "SourceSecurityGroupId"]));
+            rules.insert(rule(&name, "in", r));
         }
         for r in properties["SecurityGroupEgress"].as_array().unwrap() {
-            outbound
-                .entry(name.clone())
-                .or_default()
-                .insert(rule(r, &["CidrIp", "DestinationSecurityGroupId"]));
+            rules.insert(rule(&name, "out", r));
         }
     }
-    for (ty, rules, peer) in [
-        (
-            "AWS::EC2::SecurityGroupIngress",
-            &mut inbound,
-            "SourceSecurityGroupId",
-        ),
-        (
-            "AWS::EC2::SecurityGroupEgress",
-            &mut outbound,
-            "DestinationSecurityGroupId",
-        ),
+    for (ty, direction) in [
+        ("AWS::EC2::SecurityGroupIngress", "in"),
+        ("AWS::EC2::SecurityGroupEgress", "out"),
     ] {
         for (_, r) in of_type(ty) {
             let properties = &r["Properties"];
             let group = properties["GroupId"]["Fn::GetAtt"][0].as_str().unwrap();
-            rules
-                .entry(group.to_owned())
-                .or_default()
-                .insert(rule(properties, &["CidrIp", peer]));
+            rules.insert(rule(group, direction, properties));
         }
     }
-    let set = |rules: &[(u64, &str)]| -> BTreeSet<(u64, String)> {
-        rules.iter().map(|(p, s)| (*p, (*s).to_owned())).collect()
-    };
-    assert_eq!(
-        inbound,
-        BTreeMap::from([
-            (
-                "MasterSecurityGroup".to_owned(),
-                set(&[(8080, "ClientCidr"), (8080, "WorkerSecurityGroup")])
-            ),
-            (
-                "WorkerSecurityGroup".to_owned(),
-                set(&[(9000, "MasterSecurityGroup")])
-            ),
-        ]),
-        "inbound"
-    );
-    assert_eq!(
-        outbound,
-        BTreeMap::from([
-            (
-                "MasterSecurityGroup".to_owned(),
-                set(&[(443, "0.0.0.0/0"), (9000, "WorkerSecurityGroup")])
-            ),
-            (
-                "WorkerSecurityGroup".to_owned(),
-                set(&[(443, "0.0.0.0/0"), (8080, "MasterSecurityGroup")])
-            ),
-        ]),
-        "outbound"
-    );
+    let expected: BTreeSet<String> = [
+        "MasterSecurityGroup in 8080 ClientCidr",
+        "MasterSecurityGroup in 8080 WorkerSecurityGroup",
+        "MasterSecurityGroup out 443 0.0.0.0/0",
+        "MasterSecurityGroup out 9000 WorkerSecurityGroup",
+        "WorkerSecurityGroup in 9000 MasterSecurityGroup",
+        "WorkerSecurityGroup out 443 0.0.0.0/0",
+        "WorkerSecurityGroup out 8080 MasterSecurityGroup",
+    ]
+    .map(str::to_owned)
+    .into();
+    assert_eq!(rules, expected, "the security groups' rules");
 
     // The master: IMDSv2 only, not one of the instances its role may end, and a boot
     // script that starts cocktail-master with the provider's flags and calls only what
@@ -683,7 +628,7 @@ async fn the_template_grants_holds_and_starts_what_the_cluster_needs_and_nothing
     );
     let script = sub_text(&master["UserData"]["Fn::Base64"]);
     let flags = master_flags(&script);
-    let expected: BTreeSet<String> = MASTER_FLAGS.iter().map(|f| (*f).to_owned()).collect();
+    let expected: BTreeSet<String> = MASTER_FLAGS.split_whitespace().map(str::to_owned).collect();
     assert!(
         flags.is_superset(&expected),
         "the master's flags {flags:?} lack {:?}",
