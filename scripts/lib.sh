@@ -63,6 +63,13 @@ setup_moto() {
   export COCKTAIL_MOTO="$DEPS/moto/bin/moto_server"
 }
 
+# setup_cfn_lint: the CloudFormation linter for the AWS stack's test (deploy/aws/), PyPI
+# cfn-lint in its own venv. Exports COCKTAIL_CFN_LINT.
+setup_cfn_lint() {
+  pip_venv "$DEPS/cfn-lint" cfn-lint cfn-lint
+  export COCKTAIL_CFN_LINT="$DEPS/cfn-lint/bin/cfn-lint"
+}
+
 # setup_schemathesis: the API conformance checker for the tests, PyPI schemathesis in its
 # own venv. Exports COCKTAIL_SCHEMATHESIS.
 setup_schemathesis() {
