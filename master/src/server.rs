@@ -81,7 +81,8 @@ pub async fn serve(
                         .clone()
                         .ok_or_else(|| MasterError::Internal("ec2".into()))?;
                     let provider =
-                        crate::provider::ec2::Ec2Provider::new(ec2, resources.catalog.clone())?;
+                        crate::provider::ec2::Ec2Provider::new(ec2, resources.catalog.clone())
+                            .await?;
                     let refresher = Arc::clone(&provider);
                     tokio::spawn(async move {
                         let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));

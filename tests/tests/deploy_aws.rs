@@ -45,9 +45,10 @@ const NEEDED: &str = "
     ec2:DescribeSpotPriceHistory   spot prices (refresh_prices)
     ec2:DescribeInstances          the provider's instances (describe)
     ec2:CreateLaunchTemplate       a launch template per pool, for CreateFleet
+    ec2:CreateLaunchTemplateVersion  a pool's template again after a master restart
     ec2:CreateFleet                launches: instant fleets
-    ec2:RunInstances               single launches, and what an instant fleet launches
-    ec2:CreateTags                 tags at launch, and a managed instance's corrected price tag
+    ec2:RunInstances               what an instant fleet launches
+    ec2:CreateTags                 tags at launch (instances, templates), a managed instance's corrected price tag
     ec2:TerminateInstances         terminate
     ec2:StopInstances              stop (standbys)
     ec2:StartInstances             start (standbys)
@@ -319,11 +320,15 @@ fn the_master_policy_allows_every_ec2_call_of_the_provider_and_nothing_else() {
         };
         let own_price = condition["StringEquals"][&resource_tag] == "true"
             && condition["ForAllValues:StringEquals"]["aws:TagKeys"] == json!(["cocktail:price"]);
+        let on_templates = statement["Resource"]
+            .as_str()
+            .is_some_and(|r| r.ends_with(":launch-template/*"));
         assert!(
-            at_launch
-                .iter()
-                .all(|a| a == "RunInstances" || a == "CreateFleet")
-                && (!at_launch.is_empty() || own_price),
+            at_launch.iter().all(|a| {
+                a == "RunInstances"
+                    || a == "CreateFleet"
+                    || (on_templates && a == "CreateLaunchTemplate")
+            }) && (!at_launch.is_empty() || own_price),
             "ec2:CreateTags beyond tags at launch and the own price tag: {statement}"
         );
     }

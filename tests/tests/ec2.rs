@@ -28,6 +28,7 @@ async fn spot_and_on_demand_instances_are_launched_tagged_listed_and_terminated(
         Ec2Config::emulated(&moto.url, "ami-12c6146b", "http://10.0.0.1:8080"),
         catalog.clone(),
     )
+    .await
     .unwrap();
     provider.refresh_prices().await.unwrap();
     let ty = catalog.get("c5a.xlarge").unwrap().clone();
@@ -74,5 +75,26 @@ async fn spot_and_on_demand_instances_are_launched_tagged_listed_and_terminated(
             .filter(|r| r.status != InstanceStatus::Terminated)
             .count(),
         3
+    );
+
+    // A restarted master finds its pools' launch templates made already: it adds a
+    // version with its own boot script and launches on.
+    let restarted = Ec2Provider::new(
+        Ec2Config::emulated(&moto.url, "ami-12c6146b", "http://10.0.0.2:8080"),
+        catalog.clone(),
+    )
+    .await
+    .unwrap();
+    let again = one(restarted.launch(spec("cnn_k5", true)).await.unwrap());
+    assert_eq!(
+        restarted
+            .describe()
+            .await
+            .unwrap()
+            .iter()
+            .find(|r| r.id == again.id)
+            .unwrap()
+            .model,
+        "cnn_k5"
     );
 }

@@ -17,7 +17,8 @@ use aws_sdk_ec2::types::{
     DefaultTargetCapacityType, Filter, FleetLaunchTemplateConfigRequest,
     FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest, FleetType,
     InstanceLifecycle, InstanceLifecycleType, InstanceStateName, InstanceType as Ec2Type,
-    LaunchTemplateIamInstanceProfileSpecificationRequest, RequestLaunchTemplateData, ResourceType,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMetadataOptionsRequest, RequestLaunchTemplateData, ResourceType,
     SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification,
     TargetCapacitySpecificationRequest,
 };
@@ -113,25 +114,32 @@ fn provider_error(call: &str, e: impl std::fmt::Display) -> MasterError {
 }
 
 impl Ec2Provider {
-    pub fn new(config: Ec2Config, catalog: Catalog) -> Result<Arc<Self>, MasterError> {
-        let (key, secret) = match &config.credentials {
-            Some(pair) => pair.clone(),
-            None => (
-                std::env::var("AWS_ACCESS_KEY_ID")
-                    .map_err(|_| MasterError::invalid("AWS_ACCESS_KEY_ID", "is not set"))?,
-                std::env::var("AWS_SECRET_ACCESS_KEY")
-                    .map_err(|_| MasterError::invalid("AWS_SECRET_ACCESS_KEY", "is not set"))?,
-            ),
-        };
-        let mut builder = aws_sdk_ec2::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(config.region.clone()))
-            .credentials_provider(Credentials::new(key, secret, None, None, "cocktail"));
+    /// A provider with AWS's default credential chain (the environment, a profile, the
+    /// instance role through IMDS, ...), or the config's static credentials (tests).
+    pub async fn new(config: Ec2Config, catalog: Catalog) -> Result<Arc<Self>, MasterError> {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new(config.region.clone()));
+        if let Some((key, secret)) = &config.credentials {
+            loader = loader.credentials_provider(Credentials::new(
+                key.clone(),
+                secret.clone(),
+                None,
+                None,
+                "cocktail",
+            ));
+        }
         if let Some(endpoint) = &config.endpoint {
-            builder = builder.endpoint_url(endpoint);
+            loader = loader.endpoint_url(endpoint);
+        }
+        let shared = loader.load().await;
+        if shared.credentials_provider().is_none() {
+            return Err(MasterError::invalid(
+                "AWS credentials",
+                "none found (environment, profile or instance role)",
+            ));
         }
         Ok(Arc::new(Self {
-            client: Client::from_conf(builder.build()),
+            client: Client::new(&shared),
             fallback: SpotProcess::new(catalog.spot, config.seed),
             catalog,
             config,
@@ -347,10 +355,30 @@ impl Ec2Provider {
         if let Some(id) = templates.get(&spec.model) {
             return Ok(id.clone());
         }
+        let name = format!("cocktail-{}", spec.model);
+        // IMDSv2 only: the boot script and the spot-notice poller use session tokens.
+        let data = RequestLaunchTemplateData::builder()
+            .image_id(&self.config.image_id)
+            .user_data(self.user_data(&spec.model, spec.instance_type.vcpus))
+            .set_security_group_ids(
+                (!self.config.security_groups.is_empty())
+                    .then(|| self.config.security_groups.clone()),
+            )
+            .set_iam_instance_profile(self.config.instance_profile.as_ref().map(|name| {
+                LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                    .name(name)
+                    .build()
+            }))
+            .metadata_options(
+                LaunchTemplateInstanceMetadataOptionsRequest::builder()
+                    .http_tokens(LaunchTemplateHttpTokensState::Required)
+                    .build(),
+            )
+            .build();
         let created = self
             .client
             .create_launch_template()
-            .launch_template_name(format!("cocktail-{}", spec.model))
+            .launch_template_name(&name)
             .tag_specifications(
                 TagSpecification::builder()
                     .resource_type(ResourceType::LaunchTemplate)
@@ -358,36 +386,58 @@ impl Ec2Provider {
                     .tags(Tag::builder().key(TAG_POOL).value(&spec.model).build())
                     .build(),
             )
-            .launch_template_data(
-                RequestLaunchTemplateData::builder()
-                    .image_id(&self.config.image_id)
-                    .user_data(self.user_data(&spec.model, spec.instance_type.vcpus))
-                    .set_security_group_ids(
-                        (!self.config.security_groups.is_empty())
-                            .then(|| self.config.security_groups.clone()),
-                    )
-                    .set_iam_instance_profile(self.config.instance_profile.as_ref().map(|name| {
-                        LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
-                            .name(name)
-                            .build()
-                    }))
-                    .build(),
-            )
+            .launch_template_data(data.clone())
+            .send()
+            .await;
+        let id = match created {
+            Ok(created) => created
+                .launch_template()
+                .and_then(|t| t.launch_template_id())
+                .map(str::to_owned),
+            // An earlier master made it (a restart): a new version with this master's
+            // boot script, which fleets take as `$Latest`.
+            Err(e)
+                if e.as_service_error()
+                    .and_then(|s| s.meta().code())
+                    .is_some_and(|c| c.contains("AlreadyExists")) =>
+            {
+                self.new_template_version(&name, data).await?
+            }
+            Err(e) => {
+                return Err(provider_error(
+                    "CreateLaunchTemplate",
+                    aws_sdk_ec2::error::DisplayErrorContext(e),
+                ));
+            }
+        }
+        .ok_or_else(|| provider_error("CreateLaunchTemplate", "no template id"))?;
+        templates.insert(spec.model.clone(), id.clone());
+        Ok(id)
+    }
+
+    /// Adds `data` as the newest version of the launch template `name`; its id.
+    async fn new_template_version(
+        &self,
+        name: &str,
+        data: RequestLaunchTemplateData,
+    ) -> Result<Option<String>, MasterError> {
+        let version = self
+            .client
+            .create_launch_template_version()
+            .launch_template_name(name)
+            .launch_template_data(data)
             .send()
             .await
             .map_err(|e| {
                 provider_error(
-                    "CreateLaunchTemplate",
+                    "CreateLaunchTemplateVersion",
                     aws_sdk_ec2::error::DisplayErrorContext(e),
                 )
             })?;
-        let id = created
-            .launch_template()
-            .and_then(|t| t.launch_template_id())
-            .ok_or_else(|| provider_error("CreateLaunchTemplate", "no template id"))?
-            .to_owned();
-        templates.insert(spec.model.clone(), id.clone());
-        Ok(id)
+        Ok(version
+            .launch_template_version()
+            .and_then(|v| v.launch_template_id())
+            .map(str::to_owned))
     }
 }
 
