@@ -58,6 +58,8 @@ pub struct MasterConfig {
     pub cluster_secret: Option<Secret>,
     /// The CA that signs https workers' certificates.
     pub tls_ca: Option<PathBuf>,
+    /// The earliest a slow member is hedged with a substitute.
+    pub hedge_min: Duration,
 }
 
 impl Default for MasterConfig {
@@ -79,6 +81,7 @@ impl Default for MasterConfig {
             speed_scale: 1.0,
             cluster_secret: None,
             tls_ca: None,
+            hedge_min: crate::failover::HEDGE_MIN,
         }
     }
 }

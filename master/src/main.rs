@@ -65,6 +65,10 @@ struct Args {
     /// Milliseconds added to the latency target to form each member's deadline.
     #[arg(long, env = "COCKTAIL_DEADLINE_GRACE_MS", default_value_t = 20)]
     deadline_grace_ms: u64,
+    /// Milliseconds a member must be late before it is hedged with a substitute (at
+    /// least; four of its pool's typical call times otherwise).
+    #[arg(long, env = "COCKTAIL_HEDGE_MIN_MS", default_value_t = 5)]
+    hedge_min_ms: u64,
     /// Expected worker heartbeat period in milliseconds.
     #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000)]
     heartbeat_ms: u64,
@@ -473,6 +477,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         speed_scale,
         cluster_secret: Some(cluster_secret),
         tls_ca: net.ca.clone(),
+        hedge_min: Duration::from_millis(args.hedge_min_ms.max(1)),
         ..MasterConfig::default()
     };
     let prometheus = cocktail_master::metrics::install()?;

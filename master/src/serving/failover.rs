@@ -21,8 +21,9 @@ use crate::tasks::TaskTable;
 /// A member is hedged when it has not answered within this many of its pool's typical
 /// call times...
 const HEDGE_FACTOR: u32 = 4;
-/// ... and never sooner than this (a call's time varies a lot at the µs scale).
-const HEDGE_MIN: Duration = Duration::from_millis(5);
+/// ... and never sooner than this by default (a call's time varies a lot at the µs
+/// scale); `--hedge-min-ms` sets it.
+pub const HEDGE_MIN: Duration = Duration::from_millis(5);
 
 /// The substitutes a request may still use, best first, shared by its slots so that two
 /// failing members never take the same one.
@@ -69,6 +70,8 @@ pub struct Call<'a> {
     pub body: &'a Bytes,
     pub deadline: Instant,
     pub items: usize,
+    /// The earliest a slow member is hedged.
+    pub hedge_min: Duration,
 }
 
 impl Call<'_> {
@@ -87,16 +90,17 @@ impl Call<'_> {
     }
 }
 
-/// When a call to `model`'s pool started at `started` is hedged; `None` when hedging
-/// could not finish before the deadline anyway.
+/// When a call to `model`'s pool started at `started` is hedged, never before `min`;
+/// `None` when hedging could not finish before the deadline anyway.
 pub fn hedge_after(
     typical: Option<Duration>,
     started: Instant,
     deadline: Instant,
+    min: Duration,
 ) -> Option<Instant> {
-    let wait = typical.map_or(HEDGE_MIN, |t| (t * HEDGE_FACTOR).max(HEDGE_MIN));
+    let wait = typical.map_or(min, |t| (t * HEDGE_FACTOR).max(min));
     let at = started + wait;
-    (at + HEDGE_MIN / 2 < deadline).then_some(at)
+    (at + min / 2 < deadline).then_some(at)
 }
 
 /// Serves one slot: the member, then substitutes while time remains; at most one hedge.
@@ -106,7 +110,7 @@ pub async fn serve_slot(call: Call<'_>, member: usize, spares: &Spares) -> Slot 
         .registry
         .pool(&call.task.models[member])
         .and_then(|p| p.typical_call());
-    let mut hedge_at = hedge_after(typical, started, call.deadline);
+    let mut hedge_at = hedge_after(typical, started, call.deadline, call.hedge_min);
     let mut running = FuturesUnordered::new();
     running.push(call.ask(member));
     let mut failures = Vec::new();
@@ -177,18 +181,21 @@ mod tests {
     fn hedging_waits_a_few_typical_calls_and_never_past_the_deadline() {
         let now = Instant::now();
         let deadline = now + Duration::from_millis(100);
-        assert_eq!(hedge_after(None, now, deadline), Some(now + HEDGE_MIN));
         assert_eq!(
-            hedge_after(Some(Duration::from_micros(300)), now, deadline),
+            hedge_after(None, now, deadline, HEDGE_MIN),
+            Some(now + HEDGE_MIN)
+        );
+        assert_eq!(
+            hedge_after(Some(Duration::from_micros(300)), now, deadline, HEDGE_MIN),
             Some(now + HEDGE_MIN),
             "never sooner than the floor"
         );
         assert_eq!(
-            hedge_after(Some(Duration::from_millis(10)), now, deadline),
+            hedge_after(Some(Duration::from_millis(10)), now, deadline, HEDGE_MIN),
             Some(now + Duration::from_millis(40))
         );
         assert_eq!(
-            hedge_after(Some(Duration::from_millis(30)), now, deadline),
+            hedge_after(Some(Duration::from_millis(30)), now, deadline, HEDGE_MIN),
             None,
             "a hedge at 120 ms could not answer by 100 ms"
         );

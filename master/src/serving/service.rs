@@ -304,6 +304,7 @@ impl Master {
             body: &request.body,
             deadline,
             items: request.items,
+            hedge_min: self.config.hedge_min,
         };
         let slots = join_all(members.iter().map(|&m| serve_slot(call, m, &spares))).await;
         let wait = waiting.elapsed();
