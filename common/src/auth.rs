@@ -52,7 +52,12 @@ pub enum SecretError {
 
 /// A secret string: never printed (its `Debug` and `Display` are redacted).
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub struct Secret {
+    value: String,
+    /// Its SHA-256, kept so that checking a presented secret (every call a worker
+    /// answers) hashes only that one.
+    digest: [u8; 32],
+}
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -67,6 +72,14 @@ impl fmt::Display for Secret {
 }
 
 impl Secret {
+    /// A secret already checked (or generated).
+    fn checked(value: String) -> Self {
+        Self {
+            digest: digest(&value),
+            value,
+        }
+    }
+
     /// A secret given by the user (`what` names it in the error): at least
     /// [`MIN_SECRET_BYTES`] of printable ASCII, surrounding whitespace ignored.
     pub fn new(value: &str, what: &str) -> Result<Self, SecretError> {
@@ -77,14 +90,14 @@ impl Secret {
                 given: value.len(),
             });
         }
-        Ok(Self(value.to_owned()))
+        Ok(Self::checked(value.to_owned()))
     }
 
     /// 32 bytes from the operating system's random source, hex-encoded.
     pub fn generate() -> Result<Self, SecretError> {
         let mut bytes = [0u8; GENERATED_BYTES];
         getrandom::fill(&mut bytes).map_err(|e| SecretError::Random(e.to_string()))?;
-        Ok(Self(hex::encode(bytes)))
+        Ok(Self::checked(hex::encode(bytes)))
     }
 
     /// Reads a secret file, refusing one that its group or others may read.
@@ -134,7 +147,7 @@ impl Secret {
             .mode(0o600)
             .open(&staging)
             .map_err(io)?;
-        file.write_all(secret.0.as_bytes()).map_err(io)?;
+        file.write_all(secret.value.as_bytes()).map_err(io)?;
         file.sync_all().map_err(io)?;
         drop(file);
         let linked = std::fs::hard_link(&staging, &path);
@@ -148,18 +161,18 @@ impl Secret {
 
     /// The value itself, to send; never log it.
     pub fn expose(&self) -> &str {
-        &self.0
+        &self.value
     }
 
     /// `Bearer <secret>`, the `Authorization` header value that presents it.
     pub fn bearer(&self) -> String {
-        format!("Bearer {}", self.0)
+        format!("Bearer {}", self.value)
     }
 
-    /// Whether `presented` is this secret. Both sides are hashed first so that the
-    /// comparison takes the same time whatever their contents and lengths.
+    /// Whether `presented` is this secret. Both sides are compared as SHA-256 digests, so
+    /// that the comparison takes the same time whatever their contents and lengths.
     pub fn matches(&self, presented: &str) -> bool {
-        digest(presented).ct_eq(&digest(&self.0)).into()
+        digest(presented).ct_eq(&self.digest).into()
     }
 }
 
