@@ -206,12 +206,16 @@ pub fn client(
 
 /// Whether a request presents `secret` as its bearer token.
 pub fn presents(request: &actix_web::HttpRequest, secret: &Secret) -> bool {
+    bearer(request).is_some_and(|token| secret.matches(token))
+}
+
+/// The bearer token a request presents (`Authorization: Bearer <token>`), if any.
+pub fn bearer(request: &actix_web::HttpRequest) -> Option<&str> {
     request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(auth::bearer_token)
-        .is_some_and(|token| secret.matches(token))
 }
 
 /// A 401 naming what to present, with the `WWW-Authenticate` challenge of RFC 6750.

@@ -7,9 +7,9 @@ use std::future::{Ready, ready};
 use std::marker::PhantomData;
 
 use actix_web::dev::Payload;
-use actix_web::http::header;
 use actix_web::{FromRequest, HttpRequest, web};
-use cocktail_common::auth::{Secret, bearer_token};
+use cocktail_common::auth::Secret;
+use cocktail_worker::net::{bearer, presents};
 
 use super::routes::AppState;
 use crate::MasterError;
@@ -22,12 +22,16 @@ fn state(request: &HttpRequest) -> Result<&web::Data<AppState>, MasterError> {
         .ok_or_else(|| MasterError::Internal("the app state is missing".into()))
 }
 
-fn token(request: &HttpRequest) -> Option<&str> {
-    request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token)
+/// A 401 for a call to `request`'s path without `what`, counted by realm.
+fn unauthorized(request: &HttpRequest, realm: &'static str, what: &str) -> MasterError {
+    metrics::counter!("cocktail_master_unauthorized_total", "realm" => realm).increment(1);
+    MasterError::Unauthorized {
+        realm,
+        message: format!(
+            "{} needs {what} as `Authorization: Bearer <token>`",
+            request.path()
+        ),
+    }
 }
 
 /// `Ok` when `secret` is off or presented.
@@ -38,16 +42,7 @@ fn check(
     what: &str,
 ) -> Result<(), MasterError> {
     match secret {
-        Some(secret) if !token(request).is_some_and(|t| secret.matches(t)) => {
-            metrics::counter!("cocktail_master_unauthorized_total", "realm" => realm).increment(1);
-            Err(MasterError::Unauthorized {
-                realm,
-                message: format!(
-                    "{} needs {what} as `Authorization: Bearer <token>`",
-                    request.path()
-                ),
-            })
-        }
+        Some(secret) if !presents(request, secret) => Err(unauthorized(request, realm, what)),
         _ => Ok(()),
     }
 }
@@ -138,23 +133,13 @@ impl FromRequest for Client {
             let Some(keys) = &s.access.keys else {
                 return Ok(Client);
             };
-            match keys.admit(token(request)) {
+            match keys.admit(bearer(request)) {
                 Ok(name) => {
                     metrics::counter!("cocktail_master_key_requests_total", "key" => name.to_owned())
                         .increment(1);
                     Ok(Client)
                 }
-                Err(Refusal::Unknown) => {
-                    metrics::counter!("cocktail_master_unauthorized_total", "realm" => "api-key")
-                        .increment(1);
-                    Err(MasterError::Unauthorized {
-                        realm: "api-key",
-                        message: format!(
-                            "{} needs an API key as `Authorization: Bearer <key>`",
-                            request.path()
-                        ),
-                    })
-                }
+                Err(Refusal::Unknown) => Err(unauthorized(request, "api-key", "an API key")),
                 Err(Refusal::OverBudget { name, retry_after }) => {
                     metrics::counter!("cocktail_master_rate_limited_total").increment(1);
                     Err(MasterError::RateLimited {
