@@ -245,44 +245,40 @@ pub async fn spot_notice(
         Some(r) => r.text().await.ok(),
         None => None,
     };
-    let mut request = client.get(format!("{imds}/latest/meta-data/spot/instance-action"));
-    if let Some(token) = &token {
-        request = request.header("X-aws-ec2-metadata-token", token);
-    }
-    let response = request.send().await.map_err(|e| e.to_string())?;
-    match response.status().as_u16() {
-        404 => {}
-        200 => {
-            return response
-                .json::<SpotAction>()
-                .await
-                .map(Some)
-                .map_err(|e| format!("unreadable notice: {e}"));
-        }
-        status => return Err(format!("metadata service answered {status}")),
+    let token = token.as_deref();
+    if let Some(action) = metadata(client, imds, token, "spot/instance-action").await? {
+        return Ok(Some(action));
     }
     // No interruption yet; a capacity-rebalance recommendation (the instance is at
     // elevated risk) is handled alike: replace it before it goes.
-    let mut request = client.get(format!(
-        "{imds}/latest/meta-data/events/recommendations/rebalance"
-    ));
-    if let Some(token) = &token {
+    let rebalance: Option<Rebalance> =
+        metadata(client, imds, token, "events/recommendations/rebalance").await?;
+    Ok(rebalance.map(|r| SpotAction {
+        action: "rebalance".into(),
+        time: r.notice_time,
+    }))
+}
+
+/// The JSON document at `/latest/meta-data/{path}`: `None` while there is none (404).
+async fn metadata<T: serde::de::DeserializeOwned>(
+    client: &reqwest::Client,
+    imds: &str,
+    token: Option<&str>,
+    path: &str,
+) -> Result<Option<T>, String> {
+    let mut request = client.get(format!("{imds}/latest/meta-data/{path}"));
+    if let Some(token) = token {
         request = request.header("X-aws-ec2-metadata-token", token);
     }
     let response = request.send().await.map_err(|e| e.to_string())?;
     match response.status().as_u16() {
         404 => Ok(None),
-        200 => {
-            let body: Rebalance = response
-                .json()
-                .await
-                .map_err(|e| format!("unreadable rebalance recommendation: {e}"))?;
-            Ok(Some(SpotAction {
-                action: "rebalance".into(),
-                time: body.notice_time,
-            }))
-        }
-        status => Err(format!("metadata service answered {status}")),
+        200 => response
+            .json::<T>()
+            .await
+            .map(Some)
+            .map_err(|e| format!("unreadable {path}: {e}")),
+        status => Err(format!("metadata service answered {status} for {path}")),
     }
 }
 
