@@ -113,6 +113,11 @@ fn provider_error(call: &str, e: impl std::fmt::Display) -> MasterError {
     MasterError::Provider(format!("EC2 {call}: {e}"))
 }
 
+/// An AWS SDK error of `call`, with its whole chain of causes.
+fn sdk_error<E: std::error::Error>(call: &'static str) -> impl FnOnce(E) -> MasterError {
+    move |e| provider_error(call, aws_sdk_ec2::error::DisplayErrorContext(e))
+}
+
 impl Ec2Provider {
     /// A provider with AWS's default credential chain (the environment, a profile, the
     /// instance role through IMDS, ...), or the config's static credentials (tests).
@@ -187,12 +192,7 @@ impl Ec2Provider {
             .product_descriptions("Linux/UNIX")
             .send()
             .await
-            .map_err(|e| {
-                provider_error(
-                    "DescribeSpotPriceHistory",
-                    aws_sdk_ec2::error::DisplayErrorContext(e),
-                )
-            })?;
+            .map_err(sdk_error("DescribeSpotPriceHistory"))?;
         let mut prices = self.prices.lock().unwrap_or_else(|p| p.into_inner());
         for entry in history.spot_price_history() {
             if let (Some(ty), Some(price)) = (
@@ -291,9 +291,7 @@ impl Ec2Provider {
                     .build(),
             );
         }
-        let fleet = request.send().await.map_err(|e| {
-            provider_error("CreateFleet", aws_sdk_ec2::error::DisplayErrorContext(e))
-        })?;
+        let fleet = request.send().await.map_err(sdk_error("CreateFleet"))?;
         for error in fleet.errors() {
             tracing::warn!(code = ?error.error_code(), message = ?error.error_message(), spot, "CreateFleet could not launch an override");
         }
@@ -403,12 +401,7 @@ impl Ec2Provider {
             {
                 self.new_template_version(&name, data).await?
             }
-            Err(e) => {
-                return Err(provider_error(
-                    "CreateLaunchTemplate",
-                    aws_sdk_ec2::error::DisplayErrorContext(e),
-                ));
-            }
+            Err(e) => return Err(sdk_error("CreateLaunchTemplate")(e)),
         }
         .ok_or_else(|| provider_error("CreateLaunchTemplate", "no template id"))?;
         templates.insert(spec.model.clone(), id.clone());
@@ -428,12 +421,7 @@ impl Ec2Provider {
             .launch_template_data(data)
             .send()
             .await
-            .map_err(|e| {
-                provider_error(
-                    "CreateLaunchTemplateVersion",
-                    aws_sdk_ec2::error::DisplayErrorContext(e),
-                )
-            })?;
+            .map_err(sdk_error("CreateLaunchTemplateVersion"))?;
         Ok(version
             .launch_template_version()
             .and_then(|v| v.launch_template_id())
@@ -457,12 +445,7 @@ impl Provider for Ec2Provider {
                 .instance_ids(id)
                 .send()
                 .await
-                .map_err(|e| {
-                    provider_error(
-                        "TerminateInstances",
-                        aws_sdk_ec2::error::DisplayErrorContext(e),
-                    )
-                })?;
+                .map_err(sdk_error("TerminateInstances"))?;
             Ok(())
         }
         .boxed()
@@ -475,9 +458,7 @@ impl Provider for Ec2Provider {
                 .instance_ids(id)
                 .send()
                 .await
-                .map_err(|e| {
-                    provider_error("StopInstances", aws_sdk_ec2::error::DisplayErrorContext(e))
-                })?;
+                .map_err(sdk_error("StopInstances"))?;
             Ok(())
         }
         .boxed()
@@ -490,9 +471,7 @@ impl Provider for Ec2Provider {
                 .instance_ids(id)
                 .send()
                 .await
-                .map_err(|e| {
-                    provider_error("StartInstances", aws_sdk_ec2::error::DisplayErrorContext(e))
-                })?;
+                .map_err(sdk_error("StartInstances"))?;
             Ok(())
         }
         .boxed()
@@ -511,12 +490,7 @@ impl Provider for Ec2Provider {
                 )
                 .send()
                 .await
-                .map_err(|e| {
-                    provider_error(
-                        "DescribeInstances",
-                        aws_sdk_ec2::error::DisplayErrorContext(e),
-                    )
-                })?;
+                .map_err(sdk_error("DescribeInstances"))?;
             let mut records = Vec::new();
             for instance in out.reservations().iter().flat_map(|r| r.instances()) {
                 let tag = |key: &str| {
