@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 use anyhow::{Context, bail};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use cocktail_common::auth::{RunSecrets, Secret};
+use cocktail_common::auth::RunSecrets;
+use cocktail_worker::net;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -33,18 +34,9 @@ pub fn secrets() -> anyhow::Result<&'static RunSecrets> {
     Ok(SECRETS.get_or_init(|| made))
 }
 
-/// A client that presents `secret` on every request: the admin token to the masters this
-/// run started, or the cluster secret to their workers.
-pub fn client_with(secret: &Secret) -> anyhow::Result<reqwest::ClientBuilder> {
-    let mut value = reqwest::header::HeaderValue::from_str(&secret.bearer())?;
-    value.set_sensitive(true);
-    let headers = reqwest::header::HeaderMap::from_iter([(reqwest::header::AUTHORIZATION, value)]);
-    Ok(reqwest::Client::builder().default_headers(headers))
-}
-
 /// A client for the masters this run started (admin endpoints included).
 pub fn admin_client() -> anyhow::Result<reqwest::Client> {
-    Ok(client_with(&secrets()?.admin)?.build()?)
+    Ok(net::client(None, Some(&secrets()?.admin))?.build()?)
 }
 
 /// Starts `name` with `args` and this run's [`secrets`], and returns it with the URL

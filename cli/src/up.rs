@@ -210,10 +210,11 @@ async fn wait_until_registered(
 ) -> anyhow::Result<()> {
     // The master made its admin token at start (or took COCKTAIL_ADMIN_TOKEN's).
     let client = reqwest::Client::new();
+    let token = auth::admin_token_for_tools();
     let deadline = Instant::now() + limit;
     loop {
         let mut request = client.get(format!("{url}/v1/workers"));
-        if let Some(token) = auth::admin_token_for_tools() {
+        if let Some(token) = &token {
             request = request.bearer_auth(token.expose());
         }
         let listed: serde_json::Value = match request.send().await {

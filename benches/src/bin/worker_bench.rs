@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use cocktail_benches::process::{client_with, png_base64, secrets, start};
+use cocktail_benches::process::{png_base64, secrets, start};
 use cocktail_benches::stats::{Summary, us};
 use cocktail_common::{Input, TestSet, Zoo};
 use cocktail_worker::preprocess::Preprocessor;
@@ -67,7 +67,7 @@ async fn main() -> anyhow::Result<()> {
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     // The worker was started with this run's cluster secret: it answers only callers
     // that present it, as the master does.
-    let client = client_with(&secrets()?.cluster)?.build()?;
+    let client = cocktail_worker::net::client(None, Some(&secrets()?.cluster))?.build()?;
     let infer_url = format!("{url}/v2/models/{}/infer", model.name);
     for &concurrency in &args.concurrency {
         // In-process: the batches the worker forms at this concurrency (its tuned policy
