@@ -203,10 +203,19 @@ pub struct Moto {
 }
 
 impl Moto {
-    pub async fn start() -> Self {
-        let binary = std::env::var_os("COCKTAIL_MOTO")
+    /// The `moto_server` of `COCKTAIL_MOTO`, else of `.deps/moto/`.
+    pub fn binary() -> PathBuf {
+        std::env::var_os("COCKTAIL_MOTO")
             .map(PathBuf::from)
-            .unwrap_or_else(|| workspace_root().join(".deps/moto/bin/moto_server"));
+            .unwrap_or_else(|| workspace_root().join(".deps/moto/bin/moto_server"))
+    }
+
+    pub async fn start() -> Self {
+        Self::start_at(&Self::binary()).await
+    }
+
+    /// The server of the moto venv at `binary`.
+    pub async fn start_at(binary: &std::path::Path) -> Self {
         let port = free_port();
         let args = vec![
             "-H".to_owned(),
@@ -215,7 +224,7 @@ impl Moto {
             port.to_string(),
         ];
         Self {
-            _child: start_server(&binary, &args, port).await,
+            _child: start_server(binary, &args, port).await,
             url: format!("http://127.0.0.1:{port}"),
         }
     }
@@ -508,6 +517,19 @@ pub async fn serving_workers(client: &reqwest::Client, master_url: &str) -> Vec<
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The newest 1,000 decisions of the master at `master_url`'s resource controller.
+pub async fn decisions(master_url: &str) -> Vec<Value> {
+    let all: Value = admin_client()
+        .get(format!("{master_url}/v1/decisions?limit=1000"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    all["decisions"].as_array().cloned().unwrap()
 }
 
 /// Waits until the master at `url` has a worker for every one of `models` that can take

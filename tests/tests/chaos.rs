@@ -19,7 +19,7 @@ use cocktail_benches::process::{command_lines, flag};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_tests::cluster::{
-    Mongo, Process, Redis, admin_client, eventually, free_port, serving_workers, signal,
+    Mongo, Process, Redis, decisions, eventually, free_port, serving_workers, signal,
     wait_for_models,
 };
 use cocktail_tests::zoo_manifest;
@@ -136,18 +136,8 @@ async fn ids_of(url: &str, model: &str) -> Vec<String> {
 }
 
 async fn health_decisions(url: &str) -> Vec<Value> {
-    let all: Value = admin_client()
-        .get(format!("{url}/v1/decisions?limit=1000"))
-        .send()
+    decisions(url)
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    all["decisions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
         .into_iter()
         .filter(|d| d["trigger"] == "health")
         .collect()

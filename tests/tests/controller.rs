@@ -31,10 +31,7 @@ async fn count(cluster: &Cluster, model: &str) -> usize {
 }
 
 async fn decisions(cluster: &Cluster) -> Vec<Value> {
-    cluster.get("/v1/decisions?limit=1000").await["decisions"]
-        .as_array()
-        .unwrap()
-        .clone()
+    cocktail_tests::cluster::decisions(&cluster.master.url).await
 }
 
 fn launches_for<'a>(decisions: &'a [Value], pool: &str, trigger: &str) -> Vec<&'a Value> {

@@ -32,7 +32,7 @@ use cocktail_common::Zoo;
 use cocktail_common::auth::Secret;
 use cocktail_master::provider::ec2::boot;
 use cocktail_tests::cluster::{
-    ADMIN_TOKEN, Moto, Process, admin_client, eventually, free_port, serving_workers,
+    ADMIN_TOKEN, Moto, Process, admin_client, decisions, eventually, free_port, serving_workers,
 };
 use cocktail_tests::zoo_manifest;
 use serde_json::{Value, json};
@@ -387,17 +387,8 @@ async fn the_master_serves_from_spot_fleets_replaces_interrupted_instances_and_c
         },
     )
     .await;
-    let decisions: Value = admin
-        .get(format!("{master_url}/v1/decisions?limit=1000"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let reasons: Vec<&str> = decisions["decisions"]
-        .as_array()
-        .unwrap()
+    let decisions = decisions(&master_url).await;
+    let reasons: Vec<&str> = decisions
         .iter()
         .filter_map(|d| d["decision"]["reason"].as_str())
         .collect();

@@ -231,6 +231,22 @@ const ADMIN_ROUTES: &[(&str, Option<&str>)] = &[
     ),
 ];
 
+/// A call to one of [`ADMIN_ROUTES`]: a GET, or a PUT of `body`.
+fn admin_request(
+    client: &reqwest::Client,
+    master: &str,
+    path: &str,
+    body: Option<&'static str>,
+) -> reqwest::RequestBuilder {
+    match body {
+        None => client.get(format!("{master}{path}")),
+        Some(body) => client
+            .put(format!("{master}{path}"))
+            .header("content-type", "application/json")
+            .body(body),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_api_wants_the_admin_token() {
     let cluster = Cluster::start(
@@ -260,14 +276,7 @@ async fn the_admin_api_wants_the_admin_token() {
             Some(CLUSTER_SECRET),
             Some("wrong-admin-token-0123456789"),
         ] {
-            let client = reqwest::Client::new();
-            let request = match body {
-                None => client.get(format!("{master}{path}")),
-                Some(body) => client
-                    .put(format!("{master}{path}"))
-                    .header("content-type", "application/json")
-                    .body(*body),
-            };
+            let request = admin_request(&reqwest::Client::new(), &master, path, *body);
             let request = match token {
                 Some(token) => request.bearer_auth(token),
                 None => request,
@@ -279,17 +288,10 @@ async fn the_admin_api_wants_the_admin_token() {
                 "Bearer realm=\"admin\""
             );
         }
-        let client = admin_client();
-        let response = match body {
-            None => client.get(format!("{master}{path}")),
-            Some(body) => client
-                .put(format!("{master}{path}"))
-                .header("content-type", "application/json")
-                .body(*body),
-        }
-        .send()
-        .await
-        .unwrap();
+        let response = admin_request(&admin_client(), &master, path, *body)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 200, "{path} with the admin token");
     }
     // Only the operator's mix launched anything: two instances.

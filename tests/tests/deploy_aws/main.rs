@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use cocktail_tests::cluster::{free_port, start_server};
+use cocktail_tests::cluster::Moto;
 use cocktail_tests::workspace_root;
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -148,9 +148,7 @@ fn managed_tag() -> String {
 /// The moto venv's `moto_server`, from `COCKTAIL_MOTO` or `.deps/moto/`; `None` when not
 /// installed. Its Python (with boto3 and PyYAML) runs tests/deploy_aws.py.
 fn moto_server() -> Option<PathBuf> {
-    let path = std::env::var_os("COCKTAIL_MOTO")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".deps/moto/bin/moto_server"));
+    let path = Moto::binary();
     (path.is_file() && path.with_file_name("python").exists()).then_some(path)
 }
 

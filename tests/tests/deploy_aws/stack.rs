@@ -2,27 +2,6 @@
 
 use super::*;
 
-/// A moto server on a free loopback port, stopped when dropped.
-struct Moto {
-    _child: tokio::process::Child,
-    url: String,
-}
-
-async fn start_moto(binary: &Path) -> Moto {
-    let port = free_port();
-    let args = [
-        "-H".to_owned(),
-        "127.0.0.1".to_owned(),
-        "-p".to_owned(),
-        port.to_string(),
-    ];
-    let child = start_server(binary, &args, port).await;
-    Moto {
-        _child: child,
-        url: format!("http://127.0.0.1:{port}"),
-    }
-}
-
 /// The physical id of the stack's resource `logical`, if the stack made it.
 fn physical<'a>(stack: &'a Value, logical: &str) -> Option<&'a str> {
     stack["resources"]
@@ -266,7 +245,7 @@ async fn the_stack_creates_against_moto_with_public_and_with_private_workers() {
         );
         return;
     };
-    let moto = start_moto(&binary).await;
+    let moto = Moto::start_at(&binary).await;
     let template = workspace_root().join("deploy/aws/cocktail.yaml");
     let template = template.to_str().unwrap();
     let image = format!("ImageId={IMAGE}");
