@@ -16,10 +16,10 @@ use actix_web::ResponseError as _;
 use actix_web::error::PayloadError;
 use actix_web::http::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use bytes::Bytes;
-use cocktail_common::oip::InferRequest;
+use cocktail_common::oip::binary;
 use cocktail_fuzz::{MASTER, RUNTIME};
 use cocktail_master::http::classify_request;
-use cocktail_master::request::parse_infer;
+use cocktail_master::request::{MemberWire, parse_infer};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -48,8 +48,9 @@ fuzz_target!(|data: &[u8]| {
                 .expect("an accepted request names a task");
             // What the members get, with the constraint as parameters, is what a client
             // could have sent to /v2 directly.
-            let mut oip: InferRequest =
-                serde_json::from_slice(&request.body).expect("the members' body is OIP");
+            let mut oip =
+                binary::decode_request(request.member.body.clone(), request.member.header)
+                    .expect("the members' body is OIP");
             let c = request.constraint;
             oip.parameters = Some(
                 [
@@ -59,8 +60,9 @@ fuzz_target!(|data: &[u8]| {
                 .into_iter()
                 .collect(),
             );
-            let body = Bytes::from(serde_json::to_vec(&oip).expect("OIP encodes"));
-            let again = parse_infer(table, body)
+            oip.outputs = None;
+            let (body, header) = binary::encode_request(oip).expect("OIP encodes");
+            let again = parse_infer(table, body, header, MemberWire::Binary)
                 .unwrap_or_else(|e| panic!("/v1/classify made a body /v2 refuses: {e}"));
             assert_eq!(again.items, 1);
             assert_eq!(again.constraint.latency_ms, c.latency_ms);

@@ -1,6 +1,7 @@
 //! `POST /v2/models/{task}/infer` bodies through the master's parser, for both tasks
-//! (images and text). An accepted request respects every documented limit; a refused
-//! one is a 4xx, never a 5xx.
+//! (images and text), as JSON and with binary tensors. An accepted request respects every
+//! documented limit and its members get a body a worker can read; a refused one is a
+//! 4xx, never a 5xx.
 #![no_main]
 #![allow(
     clippy::panic,
@@ -10,23 +11,24 @@
 )]
 
 use actix_web::ResponseError as _;
-use bytes::Bytes;
-use cocktail_fuzz::TASKS;
+use cocktail_common::oip::binary;
+use cocktail_fuzz::{TASKS, bodies};
 use cocktail_master::MasterError;
-use cocktail_master::request::{MAX_ITEMS, MAX_LATENCY_MS, parse_infer};
+use cocktail_master::request::{MAX_ITEMS, MAX_LATENCY_MS, MemberWire, parse_infer};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    for task in TASKS.values() {
-        let body = Bytes::copy_from_slice(data);
-        match parse_infer(task, body) {
+    for (task, (body, header)) in TASKS.values().flat_map(|t| bodies(data).into_iter().map(move |b| (t, b))) {
+        match parse_infer(task, body, header, MemberWire::Binary) {
             Ok(request) => {
                 assert!(
                     (1..=MAX_ITEMS).contains(&request.items),
                     "{}",
                     request.items
                 );
-                assert_eq!(request.body, data, "the members get the client's own bytes");
+                let member = binary::decode_request(request.member.body.clone(), request.member.header)
+                    .expect("the members get a body they can read");
+                assert!(member.inputs.iter().all(|i| i.raw.is_some()), "the members get binary tensors");
                 let c = request.constraint;
                 assert!(
                     c.latency_ms > 0.0 && c.latency_ms <= MAX_LATENCY_MS,

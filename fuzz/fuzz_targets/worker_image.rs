@@ -22,10 +22,10 @@ fuzz_target!(|data: &[u8]| {
         assert!(grey.width <= MAX_IMAGE_SIDE && grey.height <= MAX_IMAGE_SIDE);
         assert_eq!(grey.pixels.len(), (grey.width * grey.height) as usize);
     }
-    match parse_body(data, true, &IMAGE) {
-        Ok((Prepared::Images { count, values }, id)) => {
+    match parse_body(bytes::Bytes::copy_from_slice(data), true, None, &IMAGE) {
+        Ok((Prepared::Images { count, values }, request)) => {
             let image = image_preprocessor();
-            assert_eq!((count, id), (1, None));
+            assert_eq!((count, request.id), (1, None));
             assert_eq!(values.len(), (image.width * image.height) as usize);
             assert!(values.iter().all(|v| v.is_finite()));
         }

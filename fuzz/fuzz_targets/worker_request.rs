@@ -1,4 +1,4 @@
-//! OIP v2 JSON bodies through a worker's parser (`request::parse_body`, which the
+//! OIP v2 bodies (JSON, and JSON with binary tensors) through a worker's parser (`request::parse_body`, which the
 //! handler calls), for an image model (BYTES base64 PNG/JPEG or FP32 tensors) and a text
 //! model (BYTES text or INT64 `input_ids` and `attention_mask`). Accepted items are
 //! model-ready: counts within MAX_ITEMS, tensor sizes that match the model, finite
@@ -12,15 +12,15 @@
 )]
 
 use actix_web::ResponseError as _;
-use cocktail_fuzz::{IMAGE, TEXT, image_preprocessor, text_preprocessor};
+use cocktail_fuzz::{IMAGE, TEXT, bodies, image_preprocessor, text_preprocessor};
 use cocktail_worker::request::{MAX_ITEMS, Prepared, join, parse_body};
 use cocktail_worker::{Batch, Preprocessor};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    for pre in [&*IMAGE, &*TEXT] {
-        match parse_body(data, false, pre) {
-            Ok((prepared, _id)) => check(&prepared, pre),
+    for (pre, (body, header)) in [&*IMAGE, &*TEXT].into_iter().flat_map(|p| bodies(data).into_iter().map(move |b| (p, b))) {
+        match parse_body(body, false, header, pre) {
+            Ok((prepared, _request)) => check(&prepared, pre),
             Err(e) => assert!(e.status_code().is_client_error(), "{e} is not a 4xx"),
         }
     }

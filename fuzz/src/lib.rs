@@ -76,3 +76,17 @@ pub fn text_preprocessor() -> &'static TextPreprocessor {
         Preprocessor::Image(_) => panic!("`sentiment` takes text"),
     }
 }
+
+/// A fuzz input as an OIP body, twice: as JSON alone, and (when its first two bytes, a
+/// little-endian length, fit in the rest) as a JSON header of that length followed by
+/// binary tensors, as with `Inference-Header-Content-Length`.
+pub fn bodies(data: &[u8]) -> Vec<(bytes::Bytes, Option<usize>)> {
+    let mut bodies = vec![(bytes::Bytes::copy_from_slice(data), None)];
+    if let Some((length, rest)) = data.split_first_chunk::<2>() {
+        let length = usize::from(u16::from_le_bytes(*length));
+        if length <= rest.len() {
+            bodies.push((bytes::Bytes::copy_from_slice(rest), Some(length)));
+        }
+    }
+    bodies
+}

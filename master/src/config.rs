@@ -60,6 +60,8 @@ pub struct MasterConfig {
     pub tls_ca: Option<PathBuf>,
     /// The earliest a slow member is hedged with a substitute.
     pub hedge_min: Duration,
+    /// How inputs and answers travel between the master and its members.
+    pub member_wire: crate::request::MemberWire,
 }
 
 impl Default for MasterConfig {
@@ -82,6 +84,7 @@ impl Default for MasterConfig {
             cluster_secret: None,
             tls_ca: None,
             hedge_min: crate::failover::HEDGE_MIN,
+            member_wire: crate::request::MemberWire::default(),
         }
     }
 }

@@ -71,6 +71,16 @@ fn summary(failures: &[MemberFailure]) -> String {
         .join("; ")
 }
 
+impl From<cocktail_common::oip::tensor::WireError> for MasterError {
+    fn from(error: cocktail_common::oip::tensor::WireError) -> Self {
+        use cocktail_common::oip::tensor::WireError;
+        match error {
+            WireError::Malformed(message) => Self::Malformed(message),
+            WireError::Invalid { field, message } => Self::invalid(field, message),
+        }
+    }
+}
+
 impl MasterError {
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self::InvalidInput {

@@ -5,13 +5,15 @@
 //! - `serving`: the request path, from parsing to the voted answer.
 //! - `resources`: the resource controller, its providers and its state.
 //! - `access`: who may call what (secrets, API keys, worker networks).
-//! - `http`, `server`, `config`, `metrics`, `error`: the process around them.
+//! - `http` and `grpc`: the OIP surfaces (`http` also the control plane).
+//! - `server`, `config`, `metrics`, `error`: the process around them.
 //!
 //! Every module is also re-exported at the top (`cocktail_master::selection`, ...).
 
 pub mod access;
 pub mod config;
 pub mod error;
+pub mod grpc;
 pub mod http;
 pub mod metrics;
 pub mod policy;

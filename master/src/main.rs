@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::Parser;
 use cocktail_common::auth::{
     self, ADMIN_TOKEN_ENV, ADMIN_TOKEN_FILE, CLUSTER_SECRET_FILE, DEFAULT_SECRETS_DIR, Secret,
@@ -17,8 +18,9 @@ use cocktail_master::controller::{ControllerConfig, MixConfig, Optimiser, Policy
 use cocktail_master::mix::MAX_TYPES;
 use cocktail_master::provider::docker::DockerConfig;
 use cocktail_master::provider::local::LocalConfig;
+use cocktail_master::request::MemberWire;
 use cocktail_master::selection::SelectionConfig;
-use cocktail_master::server::Resources;
+use cocktail_master::server::{Grpc, Resources};
 use cocktail_master::voting::Scheme;
 use cocktail_master::{Interval, MasterConfig};
 use cocktail_worker::net::{Net, NetArgs};
@@ -34,6 +36,10 @@ struct Args {
     /// Port to bind; 0 picks a free one (printed at start).
     #[arg(long, env = "COCKTAIL_PORT", default_value_t = 8080)]
     port: u16,
+    /// Port of the OIP gRPC endpoint (default 8001, or a free port with `--port 0`; the
+    /// second stdout line says which).
+    #[arg(long, env = "COCKTAIL_GRPC_PORT")]
+    grpc_port: Option<u16>,
     /// The zoo manifest (default: models/zoo.toml in this folder or a parent).
     #[arg(long, env = "COCKTAIL_ZOO")]
     zoo: Option<PathBuf>,
@@ -69,6 +75,10 @@ struct Args {
     /// least; four of its pool's typical call times otherwise).
     #[arg(long, env = "COCKTAIL_HEDGE_MIN_MS", default_value_t = 5)]
     hedge_min_ms: u64,
+    /// How inputs and answers travel to and from members: `binary` (Triton's binary
+    /// tensor extension) or `json` (OIP JSON, base64 images).
+    #[arg(long, env = "COCKTAIL_MEMBER_WIRE", value_enum, default_value_t = MemberWire::Binary)]
+    member_wire: MemberWire,
     /// Expected worker heartbeat period in milliseconds.
     #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000)]
     heartbeat_ms: u64,
@@ -478,6 +488,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         cluster_secret: Some(cluster_secret),
         tls_ca: net.ca.clone(),
         hedge_min: Duration::from_millis(args.hedge_min_ms.max(1)),
+        member_wire: args.member_wire,
         ..MasterConfig::default()
     };
     let prometheus = cocktail_master::metrics::install()?;
@@ -485,6 +496,18 @@ fn run(args: Args) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     // The first stdout line tells scripts and tests where the master listens.
     println!("cocktail-master listening on {}://{address}", net.scheme());
+    let grpc_port = args
+        .grpc_port
+        .unwrap_or(if args.port == 0 { 0 } else { DEFAULT_GRPC_PORT });
+    let grpc_listener = TcpListener::bind((args.host.as_str(), grpc_port))?;
+    println!(
+        "cocktail-master grpc listening on {}",
+        grpc_listener.local_addr()?
+    );
+    let grpc = Grpc {
+        listener: grpc_listener,
+        identity: grpc_identity(&args.net)?,
+    };
     if !address.ip().is_loopback() && net.tls.is_none() {
         tracing::warn!(%address, "listening beyond loopback without TLS: secrets and inputs cross the network in clear text (see --tls-cert)");
     }
@@ -495,8 +518,26 @@ fn run(args: Args) -> anyhow::Result<()> {
         resources,
         access,
         net,
+        Some(grpc),
     ))?;
     Ok(())
+}
+
+/// The OIP gRPC endpoint's port unless `--grpc-port` says otherwise, as Triton's.
+const DEFAULT_GRPC_PORT: u16 = 8001;
+
+/// The gRPC endpoint's TLS identity: the same certificate and key as HTTP's.
+fn grpc_identity(net: &NetArgs) -> anyhow::Result<Option<tonic::transport::Identity>> {
+    let (Some(cert), Some(key)) = (&net.tls_cert, &net.tls_key) else {
+        return Ok(None);
+    };
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+    };
+    Ok(Some(tonic::transport::Identity::from_pem(
+        read(cert)?,
+        read(key)?,
+    )))
 }
 
 /// The secrets and admission rules: the cluster secret and the admin token from the
@@ -527,7 +568,12 @@ fn access(
         tracing::info!(dir = %dir.display(), files = ?from_dir, "secrets kept in the secrets folder (mode 0600)");
     }
     net.cluster_secret = Some(cluster.clone());
-    let keys = args.api_keys.as_deref().map(ApiKeys::load).transpose()?;
+    let keys = args
+        .api_keys
+        .as_deref()
+        .map(ApiKeys::load)
+        .transpose()?
+        .map(std::sync::Arc::new);
     if let Some(keys) = &keys {
         tracing::info!(keys = keys.len(), "the inference endpoints need an API key");
     }

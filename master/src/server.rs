@@ -38,8 +38,16 @@ pub struct Resources {
     pub mongo_db: String,
 }
 
-/// Serves on `listener` until SIGINT or SIGTERM; must run inside an actix `System`.
-/// `access` decides who may call what; `net` sets TLS and the limits on clients.
+/// Where the OIP gRPC endpoint listens, and its TLS identity.
+#[derive(Debug)]
+pub struct Grpc {
+    pub listener: TcpListener,
+    pub identity: Option<tonic::transport::Identity>,
+}
+
+/// Serves HTTP on `listener` (and gRPC with `grpc`) until SIGINT or SIGTERM; must run
+/// inside an actix `System`. `access` decides who may call what; `net` sets TLS and the
+/// limits on clients.
 pub async fn serve(
     config: MasterConfig,
     listener: TcpListener,
@@ -47,6 +55,7 @@ pub async fn serve(
     resources: Option<Resources>,
     access: Access,
     net: Net,
+    grpc: Option<Grpc>,
 ) -> Result<(), MasterError> {
     let http_workers = config.http_workers.max(1);
     let zoo_path = config.zoo.clone();
@@ -124,6 +133,14 @@ pub async fn serve(
             Some(controller)
         }
     };
+    let grpc = grpc.map(|grpc| {
+        let (master, keys) = (Arc::clone(&master), access.keys.clone());
+        tokio::spawn(async move {
+            if let Err(e) = crate::grpc::serve(master, keys, grpc.listener, grpc.identity).await {
+                tracing::error!(error = %e, "the gRPC endpoint stopped");
+            }
+        })
+    });
     let state = web::Data::new(AppState {
         master,
         prometheus,
@@ -166,5 +183,8 @@ pub async fn serve(
         .await
         .map_err(|e| MasterError::Internal(format!("HTTP server: {e}")));
     janitor.abort();
+    if let Some(grpc) = grpc {
+        grpc.abort();
+    }
     result
 }

@@ -572,7 +572,7 @@ async fn bad_inputs_get_a_4xx_naming_the_field() {
         (
             "wrong tensor shape",
             "/v2/models/fashion/infer",
-            json!({ "inputs": [{ "name": "image", "shape": [1, 1, 2, 2], "datatype": "FP32", "data": [0.0, 0.0, 0.0, 0.0] }], "parameters": ok }),
+            json!({ "inputs": [{ "name": "pixels", "shape": [1, 1, 2, 2], "datatype": "FP32", "data": [0.0, 0.0, 0.0, 0.0] }], "parameters": ok }),
             422,
             "shape",
         ),

@@ -66,6 +66,16 @@ impl WorkerError {
     }
 }
 
+impl From<cocktail_common::oip::tensor::WireError> for WorkerError {
+    fn from(error: cocktail_common::oip::tensor::WireError) -> Self {
+        use cocktail_common::oip::tensor::WireError;
+        match error {
+            WireError::Malformed(message) => Self::MalformedJson(message),
+            WireError::Invalid { field, message } => Self::InvalidInput { field, message },
+        }
+    }
+}
+
 impl From<ort::Error> for WorkerError {
     fn from(e: ort::Error) -> Self {
         Self::Ort(e.to_string())

@@ -3,9 +3,9 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use cocktail_common::oip::InferRequest;
+use cocktail_common::oip::tensor::{self, ByteItem, Elements, Output};
+use cocktail_common::oip::{IMAGE, InferRequest, InferResponse, PIXELS, RequestInput, binary};
 use cocktail_common::testset::GreyImage;
-use serde_json::Value;
 
 use crate::preprocess::{
     ImagePreprocessor, Preprocessor, TextPreprocessor, TokenRow, decode_image, pad,
@@ -90,18 +90,20 @@ pub fn prepare(request: &InferRequest, pre: &Preprocessor) -> Result<Prepared, W
 }
 
 /// A request body: raw PNG/JPEG bytes when `raw_image` (an `image/*` or
-/// `application/octet-stream` content type), otherwise OIP v2 JSON; with the request's id.
+/// `application/octet-stream` content type without a binary-extension header), otherwise
+/// OIP v2 JSON, with binary tensors after it when `header` (the
+/// `Inference-Header-Content-Length`) is given.
 pub fn parse_body(
-    body: &[u8],
+    body: bytes::Bytes,
     raw_image: bool,
+    header: Option<usize>,
     pre: &Preprocessor,
-) -> Result<(Prepared, Option<String>), WorkerError> {
-    if raw_image {
-        return Ok((prepare_raw_image(body, pre)?, None));
+) -> Result<(Prepared, InferRequest), WorkerError> {
+    if raw_image && header.is_none() {
+        return Ok((prepare_raw_image(&body, pre)?, InferRequest::default()));
     }
-    let request: InferRequest =
-        serde_json::from_slice(body).map_err(|e| WorkerError::MalformedJson(e.to_string()))?;
-    Ok((prepare(&request, pre)?, request.id))
+    let request = binary::decode_request(body, header)?;
+    Ok((prepare(&request, pre)?, request))
 }
 
 /// One raw image body (PNG or JPEG bytes).
@@ -119,7 +121,7 @@ pub fn prepare_raw_image(bytes: &[u8], pre: &Preprocessor) -> Result<Prepared, W
     })
 }
 
-fn only_input(request: &InferRequest) -> Result<&cocktail_common::oip::RequestInput, WorkerError> {
+fn only_input(request: &InferRequest) -> Result<&RequestInput, WorkerError> {
     match request.inputs.as_slice() {
         [one] => Ok(one),
         [] => Err(WorkerError::invalid(
@@ -149,8 +151,8 @@ fn prepare_images(
     pre: &ImagePreprocessor,
 ) -> Result<Prepared, WorkerError> {
     let input = only_input(request)?;
-    match input.datatype.as_str() {
-        "BYTES" => {
+    match (input.name.as_str(), input.datatype.as_str()) {
+        (IMAGE, "BYTES") => {
             if input.shape.len() != 1 {
                 return Err(WorkerError::invalid(
                     "shape",
@@ -158,14 +160,16 @@ fn prepare_images(
                 ));
             }
             let n = item_count(&input.shape, "shape")?;
-            let strings = strings(&input.data, n)?;
-            let images = strings
-                .iter()
-                .map(|s| {
-                    let bytes = BASE64.decode(s.trim()).map_err(|e| {
-                        WorkerError::invalid("image", format!("not valid base64: {e}"))
-                    })?;
-                    decode_image(&bytes)
+            let images = tensor::byte_items(input, n)?
+                .into_iter()
+                .map(|item| match item {
+                    ByteItem::Raw(bytes) => decode_image(bytes),
+                    ByteItem::Json(text) => {
+                        let bytes = BASE64.decode(text.trim()).map_err(|e| {
+                            WorkerError::invalid("image", format!("not valid base64: {e}"))
+                        })?;
+                        decode_image(&bytes)
+                    }
                 })
                 .collect::<Result<Vec<GreyImage>, _>>()?;
             let refs: Vec<&GreyImage> = images.iter().collect();
@@ -174,34 +178,28 @@ fn prepare_images(
                 values: pre.tensor(&refs).into_raw_vec_and_offset().0,
             })
         }
-        "FP32" => {
+        (PIXELS, "FP32") => {
             let (h, w) = (i64::from(pre.height), i64::from(pre.width));
             let n = item_count(&input.shape, "shape")?;
             if input.shape != [n as i64, 1, h, w] {
                 return Err(WorkerError::invalid(
                     "shape",
                     format!(
-                        "FP32 images take shape [n, 1, {h}, {w}]; given {:?}",
+                        "FP32 pixels take shape [n, 1, {h}, {w}]; given {:?}",
                         input.shape
                     ),
                 ));
             }
-            let values = numbers(&input.data, n * (h * w) as usize)?;
-            // A finite f64 beyond f32's range would reach the model as infinity.
-            if let Some(bad) = values.iter().find(|v| v.abs() > f64::from(f32::MAX)) {
-                return Err(WorkerError::invalid(
-                    "data",
-                    format!("FP32 values must be within ±{:e}; given {bad:e}", f32::MAX),
-                ));
-            }
             Ok(Prepared::Images {
                 count: n,
-                values: values.into_iter().map(|v| v as f32).collect(),
+                values: tensor::f32s(input, n * (h * w) as usize)?,
             })
         }
-        other => Err(WorkerError::invalid(
-            "datatype",
-            format!("image models take BYTES (PNG/JPEG, base64) or FP32; given `{other}`"),
+        (name, datatype) => Err(WorkerError::invalid(
+            "inputs",
+            format!(
+                "image models take `{IMAGE}` (BYTES: PNG/JPEG, base64 in JSON) or `{PIXELS}` (FP32, normalised); given `{name}` ({datatype})"
+            ),
         )),
     }
 }
@@ -221,9 +219,14 @@ fn prepare_text(request: &InferRequest, pre: &TextPreprocessor) -> Result<Prepar
             ));
         }
         let n = item_count(&input.shape, "shape")?;
-        let rows = strings(&input.data, n)?
+        let rows = tensor::byte_items(input, n)?
             .into_iter()
-            .map(|text| pre.row(text))
+            .map(|item| match item {
+                ByteItem::Json(text) => pre.row(text),
+                ByteItem::Raw(bytes) => std::str::from_utf8(bytes)
+                    .map_err(|e| WorkerError::invalid("text", format!("is not UTF-8: {e}")))
+                    .and_then(|text| pre.row(text)),
+            })
             .collect::<Result<Vec<_>, WorkerError>>()?;
         return Ok(Prepared::Tokens(rows));
     }
@@ -263,19 +266,16 @@ fn prepare_text(request: &InferRequest, pre: &TextPreprocessor) -> Result<Prepar
             ));
         }
     };
-    let vocab = pre.vocab_size() as f64;
-    let id_values = numbers(&ids.data, n * seq)?;
-    let mask_values = numbers(&mask.data, n * seq)?;
-    if let Some(bad) = id_values
-        .iter()
-        .find(|&&v| v < 0.0 || v >= vocab || v.fract() != 0.0)
-    {
+    let vocab = pre.vocab_size() as i64;
+    let id_values = tensor::i64s(ids, n * seq)?;
+    let mask_values = tensor::i64s(mask, n * seq)?;
+    if let Some(bad) = id_values.iter().find(|&&v| !(0..vocab).contains(&v)) {
         return Err(WorkerError::invalid(
             "input_ids",
             format!("ids must be integers in [0, {vocab}); given {bad}"),
         ));
     }
-    if let Some(bad) = mask_values.iter().find(|&&v| v != 0.0 && v != 1.0) {
+    if let Some(bad) = mask_values.iter().find(|&&v| v != 0 && v != 1) {
         return Err(WorkerError::invalid(
             "attention_mask",
             format!("must be 0 or 1; given {bad}"),
@@ -285,108 +285,55 @@ fn prepare_text(request: &InferRequest, pre: &TextPreprocessor) -> Result<Prepar
         .chunks_exact(seq)
         .zip(mask_values.chunks_exact(seq))
         .map(|(i, m)| TokenRow {
-            ids: i.iter().map(|&v| v as i64).collect(),
-            mask: m.iter().map(|&v| v as i64).collect(),
+            ids: i.to_vec(),
+            mask: m.to_vec(),
         })
         .collect();
     Ok(Prepared::Tokens(rows))
 }
 
-/// The `data` of a BYTES tensor: exactly `n` strings.
-fn strings(data: &Value, n: usize) -> Result<Vec<&str>, WorkerError> {
-    let Value::Array(items) = data else {
-        return Err(WorkerError::invalid("data", "must be an array of strings"));
-    };
-    if items.len() != n {
-        return Err(WorkerError::invalid(
-            "data",
-            format!("holds {} elements; shape says {n}", items.len()),
-        ));
-    }
-    items
-        .iter()
-        .map(|v| {
-            v.as_str()
-                .ok_or_else(|| WorkerError::invalid("data", "must be an array of strings"))
-        })
-        .collect()
-}
-
-/// The `data` of a numeric tensor, flat or nested: exactly `expected` finite numbers.
-fn numbers(data: &Value, expected: usize) -> Result<Vec<f64>, WorkerError> {
-    fn walk(v: &Value, out: &mut Vec<f64>, expected: usize) -> Result<(), WorkerError> {
-        match v {
-            Value::Array(items) => items.iter().try_for_each(|i| walk(i, out, expected)),
-            Value::Number(n) if out.len() < expected => {
-                out.push(n.as_f64().filter(|f| f.is_finite()).unwrap_or(f64::NAN));
-                Ok(())
-            }
-            // One number past `expected` is enough to say the shape is wrong.
-            Value::Number(_) => Err(WorkerError::invalid(
-                "data",
-                format!("holds more than the {expected} numbers its shape says"),
-            )),
-            _ => Err(WorkerError::invalid("data", "must hold only numbers")),
-        }
-    }
-    let mut out = Vec::with_capacity(expected);
-    walk(data, &mut out, expected)?;
-    if out.len() != expected {
-        return Err(WorkerError::invalid(
-            "data",
-            format!("holds {} numbers; shape says {expected}", out.len()),
-        ));
-    }
-    if out.iter().any(|v| v.is_nan()) {
-        return Err(WorkerError::invalid("data", "numbers must be finite"));
-    }
-    Ok(out)
-}
-
-/// The OIP v2 answer for a request: per item its class id, label and probabilities.
+/// The OIP v2 answer for a request: per item its class id, label and probabilities, the
+/// outputs it asks for in the form it asks for.
 pub fn respond(
     model: &str,
     labels: &[String],
-    id: Option<String>,
+    request: &InferRequest,
     probabilities: &crate::Probabilities,
-) -> cocktail_common::oip::InferResponse {
-    use cocktail_common::oip::{InferResponse, ResponseOutput};
+) -> Result<InferResponse, WorkerError> {
     let n = probabilities.len() as i64;
     let classes = probabilities.0.ncols() as i64;
     let top = probabilities.top();
     let label_of = |c: usize| labels.get(c).cloned().unwrap_or_else(|| c.to_string());
-    InferResponse {
+    let outputs = vec![
+        Output {
+            name: "class",
+            shape: vec![n],
+            elements: Elements::Int64(top.iter().map(|&(c, _)| c as i64).collect()),
+        },
+        Output {
+            name: "label",
+            shape: vec![n],
+            elements: Elements::Bytes(top.iter().map(|&(c, _)| label_of(c)).collect()),
+        },
+        Output {
+            name: "probabilities",
+            shape: vec![n, classes],
+            elements: Elements::Fp32(probabilities.0.iter().copied().collect()),
+        },
+    ];
+    Ok(InferResponse {
         model_name: model.to_owned(),
         model_version: None,
-        id,
+        id: request.id.clone(),
         parameters: None,
-        outputs: vec![
-            ResponseOutput {
-                name: "class".into(),
-                shape: vec![n],
-                datatype: "INT64".into(),
-                data: top.iter().map(|&(c, _)| c).collect(),
-            },
-            ResponseOutput {
-                name: "label".into(),
-                shape: vec![n],
-                datatype: "BYTES".into(),
-                data: top.iter().map(|&(c, _)| label_of(c)).collect(),
-            },
-            ResponseOutput {
-                name: "probabilities".into(),
-                shape: vec![n, classes],
-                datatype: "FP32".into(),
-                data: probabilities.0.iter().copied().collect(),
-            },
-        ],
-    }
+        outputs: tensor::answer(request, outputs)?,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cocktail_common::oip::RequestInput;
+    use serde_json::Value;
 
     fn image_pre() -> Preprocessor {
         Preprocessor::Image(ImagePreprocessor {
@@ -403,6 +350,7 @@ mod tests {
             id: None,
             inputs,
             parameters: None,
+            outputs: None,
         }
     }
 
@@ -413,19 +361,20 @@ mod tests {
             datatype: datatype.into(),
             data,
             parameters: None,
+            raw: None,
         }
     }
 
     #[test]
     fn fp32_images_flat_or_nested() {
         let flat = request(vec![tensor(
-            "image",
+            "pixels",
             "FP32",
             vec![1, 1, 2, 2],
             serde_json::json!([1, 2, 3, 4]),
         )]);
         let nested = request(vec![tensor(
-            "image",
+            "pixels",
             "FP32",
             vec![1, 1, 2, 2],
             serde_json::json!([[[[1, 2], [3, 4]]]]),
@@ -436,56 +385,6 @@ mod tests {
         };
         assert_eq!(prepare(&flat, &image_pre()).unwrap(), expected);
         assert_eq!(prepare(&nested, &image_pre()).unwrap(), expected);
-    }
-
-    #[test]
-    fn fp32_images_stay_within_f32() {
-        // Found by fuzzing (worker_request): 1e308 became +inf on its way to the model.
-        let mut data = vec![serde_json::json!(0.5); 4];
-        data[1] = serde_json::json!(1e308);
-        let huge = request(vec![tensor(
-            "image",
-            "FP32",
-            vec![1, 1, 2, 2],
-            Value::Array(data),
-        )]);
-        let err = prepare(&huge, &image_pre()).unwrap_err().to_string();
-        assert!(
-            err.contains("`data`") && err.contains("3.4028235e38"),
-            "{err}"
-        );
-        let edge = request(vec![tensor(
-            "image",
-            "FP32",
-            vec![1, 1, 2, 2],
-            serde_json::json!([f64::from(f32::MAX), -f64::from(f32::MAX), 0, 1]),
-        )]);
-        let Prepared::Images { values, .. } = prepare(&edge, &image_pre()).unwrap() else {
-            panic!("images")
-        };
-        assert!(values.iter().all(|v| v.is_finite()));
-    }
-
-    #[test]
-    fn numbers_are_counted_and_finite() {
-        assert!(
-            numbers(&serde_json::json!([1, 2]), 3)
-                .unwrap_err()
-                .to_string()
-                .contains("holds 2 numbers")
-        );
-        assert!(
-            numbers(&serde_json::json!([1, 2, 3, 4]), 3)
-                .unwrap_err()
-                .to_string()
-                .contains("more than the 3")
-        );
-        assert!(
-            numbers(&serde_json::json!([1, "x"]), 2)
-                .unwrap_err()
-                .to_string()
-                .contains("only numbers")
-        );
     }
 
     #[test]

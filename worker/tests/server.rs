@@ -90,7 +90,7 @@ async fn fashion_answers_match_recorded_predictions_in_every_encoding() {
             .iter()
             .map(|&p| (f32::from(p) / 255.0 - 0.2860) / 0.3530)
             .collect();
-        let body = json!({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": tensor}]});
+        let body = json!({"inputs": [{"name": "pixels", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": tensor}]});
         let (status, answer) = post_json(&client, &url, &body).await;
         assert_eq!(status, 200, "{answer}");
         let from_tensor = classes(&answer)[0];
@@ -194,7 +194,7 @@ async fn health_metadata_and_metrics() {
         .unwrap();
     assert_eq!(meta["name"], model.name.as_str());
     assert_eq!(meta["platform"], "onnxruntime");
-    let body = json!({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": vec![0.0; 784]}]});
+    let body = json!({"inputs": [{"name": "pixels", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": vec![0.0; 784]}]});
     assert_eq!(
         post_json(&client, &worker.infer_url(&model.name), &body)
             .await
@@ -266,14 +266,14 @@ async fn bad_inputs_get_clear_4xx() {
         (
             "wrong tensor shape",
             &image_url,
-            json!({"inputs": [{"name": "image", "shape": [1, 1, 27, 28], "datatype": "FP32", "data": vec![0.0; 756]}]}),
+            json!({"inputs": [{"name": "pixels", "shape": [1, 1, 27, 28], "datatype": "FP32", "data": vec![0.0; 756]}]}),
             422,
             &["`shape`", "[n, 1, 28, 28]"],
         ),
         (
             "data disagrees with shape",
             &image_url,
-            json!({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": vec![0.0; 10]}]}),
+            json!({"inputs": [{"name": "pixels", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": vec![0.0; 10]}]}),
             422,
             &["`data`", "784"],
         ),

@@ -1,8 +1,10 @@
 //! Master benchmark (issue 4): the master's own cost per request — parse, select, cache,
 //! dispatch, vote, encode — with real workers, their time subtracted. The master reports
 //! it per request in `Server-Timing: master;dur=…, wait;dur=…` (handler time minus the
-//! wait for the members). Prints a markdown table; asserts nothing. Targets: p50 ≤ 50 µs,
-//! p99 ≤ 250 µs.
+//! wait for the members). Also the CPU time master and workers spend per request, once
+//! per member wire (`--member-wire binary`: Triton's binary tensor extension; `json`:
+//! base64 PNG in OIP JSON), so the two hops compare in one run. Prints a markdown table;
+//! asserts nothing. Targets: p50 ≤ 50 µs, p99 ≤ 250 µs.
 //!
 //! `cargo build --release --workspace --bins && target/release/master-bench`
 
@@ -29,6 +31,9 @@ struct Args {
     /// Requests per row.
     #[arg(long, default_value_t = 3000)]
     requests: usize,
+    /// Member wires to compare, each with a master and workers of its own.
+    #[arg(long, value_delimiter = ',', default_value = "binary,json")]
+    wires: Vec<String>,
 }
 
 /// One row of the table: a constraint that makes the master serve `members` models.
@@ -51,7 +56,25 @@ async fn main() -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let pngs = Arc::new(pngs);
 
-    let (_master, url) = start(
+    println!(
+        "{} worker(s) ({}), {} requests per row, one base64 PNG per request\n",
+        args.models.len(),
+        args.models.join(", "),
+        args.requests
+    );
+    println!(
+        "| member wire | constraint | concurrency | members | req/s | CPU per request (µs) | client p50 (µs) | wait p50 (µs) | master p50 (µs) | master p99 (µs) | target p50 ≤ 50, p99 ≤ 250 |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for wire in &args.wires {
+        bench_wire(&args, wire, &pngs).await?;
+    }
+    Ok(())
+}
+
+/// One master with `--member-wire wire` and its workers, every row.
+async fn bench_wire(args: &Args, wire: &str, pngs: &Arc<Vec<String>>) -> anyhow::Result<()> {
+    let (master, url) = start(
         "cocktail-master",
         &[
             "--port",
@@ -60,6 +83,8 @@ async fn main() -> anyhow::Result<()> {
             "0",
             "--deadline-grace-ms",
             "1000",
+            "--member-wire",
+            wire,
         ],
     )
     .await?;
@@ -73,6 +98,10 @@ async fn main() -> anyhow::Result<()> {
             .await?,
         );
     }
+    let pids: Vec<u32> = std::iter::once(&master)
+        .chain(workers.iter().map(|(child, _)| child))
+        .filter_map(tokio::process::Child::id)
+        .collect();
     let client = admin_client()?;
     wait_for_workers(&client, &url, args.models.len()).await?;
 
@@ -86,29 +115,22 @@ async fn main() -> anyhow::Result<()> {
             parameters: json!({ "latency_ms": 0.043, "accuracy": 0.95 }),
         },
     ];
-    println!(
-        "master with {} worker(s) ({}), {} requests per row, one base64 PNG per request\n",
-        args.models.len(),
-        args.models.join(", "),
-        args.requests
-    );
-    println!(
-        "| constraint | concurrency | members | req/s | client p50 (µs) | wait p50 (µs) | master p50 (µs) | master p99 (µs) | target p50 ≤ 50, p99 ≤ 250 |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
     let infer_url = format!("{url}/v2/models/fashion/infer");
     for scenario in &scenarios {
         for &concurrency in &args.concurrency {
+            let cpu_before = cpu_time(&pids);
             let run = run(
                 &client,
                 &infer_url,
-                &pngs,
+                pngs,
                 &scenario.parameters,
                 concurrency,
                 args.requests,
             )
             .await?;
+            let cpu = cpu_time(&pids).saturating_sub(cpu_before);
             let (mut client_t, mut wait, mut own) = (run.client, run.wait, run.own);
+            let cpu_per_request = cpu / (client_t.len() + WARM_UP) as u32;
             let (c, w, o) = (
                 Summary::of(&mut client_t),
                 Summary::of(&mut wait),
@@ -116,10 +138,11 @@ async fn main() -> anyhow::Result<()> {
             );
             let met = o.p50 <= Duration::from_micros(50) && o.p99 <= Duration::from_micros(250);
             println!(
-                "| {} | {concurrency} | {} | {:.0} | {} | {} | {} | {} | {} |",
+                "| {wire} | {} | {concurrency} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
                 scenario.name,
                 run.members,
                 run.rps,
+                us(cpu_per_request),
                 us(c.p50),
                 us(w.p50),
                 us(o.p50),
@@ -129,7 +152,28 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     drop(workers);
+    drop(master);
     Ok(())
+}
+
+/// Requests sent before the measured ones in each row (their CPU time is counted too).
+const WARM_UP: usize = 64;
+
+/// User and system CPU time the processes have used so far (`/proc/PID/stat`, in clock
+/// ticks of 10 ms: rows of thousands of requests make that fine enough).
+fn cpu_time(pids: &[u32]) -> Duration {
+    let ticks: u64 = pids
+        .iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|stat| {
+            // The fields after the command name, which may hold spaces, in parentheses.
+            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            let user: u64 = fields.get(11)?.parse().ok()?;
+            let system: u64 = fields.get(12)?.parse().ok()?;
+            Some(user + system)
+        })
+        .sum();
+    Duration::from_millis(ticks * 10)
 }
 
 async fn wait_for_workers(client: &reqwest::Client, url: &str, count: usize) -> anyhow::Result<()> {
@@ -189,7 +233,7 @@ async fn run(
     let body = |png: &str| json!({ "inputs": [{ "name": "image", "shape": [1], "datatype": "BYTES", "data": [png] }], "parameters": parameters });
     // Warm up: connections, the cache entry, the workers.
     let mut members = 0;
-    for png in pngs.iter().take(64) {
+    for png in pngs.iter().take(WARM_UP) {
         let answer: Value = client
             .post(url)
             .json(&body(png))

@@ -20,6 +20,7 @@ pub use networks::Networks;
 pub struct Access {
     pub cluster: Option<Secret>,
     pub admin: Option<Secret>,
-    pub keys: Option<ApiKeys>,
+    /// Shared with the gRPC endpoint.
+    pub keys: Option<std::sync::Arc<ApiKeys>>,
     pub networks: Networks,
 }

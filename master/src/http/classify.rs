@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use super::views::CLASSIFY_FIELDS;
 use crate::request::{self, MAX_BODY_BYTES, SingleItem, ValidRequest};
 use crate::{Master, MasterError};
+use cocktail_common::oip::InferRequest;
 
 /// Reads and checks a `/v1/classify` body; returns the task's name and the request.
 pub async fn classify_request<S>(
@@ -72,14 +73,14 @@ where
             ));
         }
     };
-    let request = ValidRequest {
+    let input = request::single_item_input(table.kind, item)?;
+    let form = InferRequest {
         id: fields.get("id").and_then(Value::as_str).map(str::to_owned),
-        body: request::single_item_body(table.kind, item)?,
-        items: 1,
-        constraint: request::constraint(&fields)?,
-        labels: request::labels(table, fields.get("label"), 1)?,
-        scheme: request::scheme(fields.get("scheme"))?,
+        inputs: Vec::new(),
+        parameters: Some(fields),
+        outputs: None,
     };
+    let request = request::valid(table, vec![input], form, master.config.member_wire)?;
     Ok((task_name, request))
 }
 
@@ -194,11 +195,13 @@ mod tests {
         .unwrap();
         assert_eq!(task, "fashion");
         assert_eq!(request.constraint.latency_ms, 0.5);
+        let header = request.member.header.unwrap();
         assert!(
-            std::str::from_utf8(&request.body)
+            std::str::from_utf8(&request.member.body[..header])
                 .unwrap()
                 .contains("\"image\"")
         );
+        assert!(request.member.body.ends_with(b"\x89PNG not really"));
     }
 
     #[tokio::test]

@@ -6,6 +6,7 @@ mod auth;
 mod classify;
 mod error;
 mod openapi;
+pub mod present;
 mod routes;
 mod views;
 

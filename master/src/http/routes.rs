@@ -4,22 +4,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::error::JsonPayloadError;
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, HttpResponseBuilder, web};
 use cocktail_common::control::{Deregistration, Heartbeat, Notice, Registered, Registration};
 use cocktail_common::oip::{
-    ErrorBody, InferRequest, InferResponse, ModelMetadata, ServerMetadata, TensorMetadata,
+    ErrorBody, InferRequest, InferResponse, ModelMetadata, ServerMetadata, binary,
 };
-use cocktail_worker::http::surface::{endpoint, not_found};
+use cocktail_worker::http::surface::{endpoint, not_found, oip_body};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
-use serde_json::{Map, Value, json};
 
 use super::auth::{Admin, Client, Cluster, MetricsReader};
 use super::classify::{classify_request, read_limited};
+use super::present::{self, oip_response, provenance};
 use super::views::{
     Classified, ClassifyForm, ClassifyRequest, DecisionList, EnsembleList, EnsembleView, Feedback,
     FeedbackApplied, InstanceList, ItemVote, Limit, MAX_MIX_COUNT, MembersFailed, MixChanged,
-    MixRequest, ModelSummary, PoolList, Provenance, TaskList, TaskSummary, WorkerList,
+    MixRequest, ModelSummary, PoolList, TaskList, TaskSummary, WorkerList,
 };
 use crate::access::Access;
 use crate::control::{at_most, check_registration};
@@ -28,7 +28,6 @@ use crate::mix::MAX_TYPES;
 use crate::request;
 use crate::service::Answer;
 use crate::store::Collection;
-use crate::tasks::InputKind;
 use crate::{Master, MasterError};
 
 /// Everything the handlers share.
@@ -112,11 +111,7 @@ fn json_error(error: JsonPayloadError) -> MasterError {
 
 #[utoipa::path(get, path = "/v2", responses((status = 200, description = "Server metadata", body = ServerMetadata)))]
 pub async fn server_metadata() -> HttpResponse {
-    HttpResponse::Ok().json(ServerMetadata {
-        name: "cocktail-master".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        extensions: vec!["cocktail-constraints".into()],
-    })
+    HttpResponse::Ok().json(present::server_metadata())
 }
 
 #[utoipa::path(get, path = "/v2/health/live", responses((status = 200, description = "Alive")))]
@@ -130,18 +125,15 @@ pub async fn live() -> HttpResponse {
     (status = 503, description = "No worker registered yet")))]
 pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
     let master = &state.master;
-    if master.tasks.keys().any(|t| task_is_ready(master, t)) {
+    if master
+        .tasks
+        .keys()
+        .any(|t| present::task_is_ready(master, t))
+    {
         HttpResponse::Ok().finish()
     } else {
         HttpResponse::ServiceUnavailable().finish()
     }
-}
-
-fn task_is_ready(master: &Master, task: &str) -> bool {
-    master
-        .tasks
-        .get(task)
-        .is_some_and(|t| t.models.iter().any(|m| master.registry.serves(m)))
 }
 
 #[utoipa::path(get, path = "/v2/models", responses((status = 200, description = "The tasks served, their models and readiness", body = TaskList)))]
@@ -152,7 +144,7 @@ pub async fn list_tasks(state: web::Data<AppState>) -> HttpResponse {
         .values()
         .map(|t| TaskSummary {
             name: t.name.clone(),
-            ready: task_is_ready(master, &t.name),
+            ready: present::task_is_ready(master, &t.name),
             labels: t.labels.clone(),
             models: t
                 .models
@@ -179,34 +171,7 @@ pub async fn task_metadata(
     task: web::Path<String>,
 ) -> Result<HttpResponse> {
     let table = state.master.task(&task)?;
-    let tensor = |name: &str, datatype: &str, shape: Vec<i64>| TensorMetadata {
-        name: name.into(),
-        datatype: datatype.into(),
-        shape,
-    };
-    let inputs = match table.kind {
-        InputKind::Image => vec![
-            tensor("image", "BYTES", vec![-1]),
-            tensor("image", "FP32", vec![-1, 1, -1, -1]),
-        ],
-        InputKind::Text => vec![
-            tensor("text", "BYTES", vec![-1]),
-            tensor("input_ids", "INT64", vec![-1, -1]),
-            tensor("attention_mask", "INT64", vec![-1, -1]),
-        ],
-    };
-    let classes = table.labels.len() as i64;
-    Ok(HttpResponse::Ok().json(ModelMetadata {
-        name: table.name.clone(),
-        versions: vec!["1".into()],
-        platform: "cocktail-ensemble".into(),
-        inputs,
-        outputs: vec![
-            tensor("class", "INT64", vec![-1]),
-            tensor("label", "BYTES", vec![-1]),
-            tensor("scores", "FP64", vec![-1, classes]),
-        ],
-    }))
+    Ok(HttpResponse::Ok().json(present::task_metadata(table)))
 }
 
 #[utoipa::path(get, path = "/v2/models/{task}/ready", params(("task" = String, Path, description = "A task this master serves")),
@@ -218,7 +183,7 @@ pub async fn task_ready(
     task: web::Path<String>,
 ) -> Result<HttpResponse> {
     state.master.task(&task)?;
-    if task_is_ready(&state.master, &task) {
+    if present::task_is_ready(&state.master, &task) {
         Ok(HttpResponse::Ok().finish())
     } else {
         Err(MasterError::NoWorkers {
@@ -246,77 +211,47 @@ pub async fn infer(
     _: Client,
     state: web::Data<AppState>,
     task: web::Path<String>,
+    http: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse> {
     let started = Instant::now();
     let table = state.master.task(&task)?;
+    let header = binary::header_length(
+        http.headers()
+            .get(binary::HEADER_LENGTH)
+            .map(|v| v.as_bytes()),
+    )?;
     let body = read_limited(payload).await?;
-    let request = request::parse_infer(table, body)?;
+    let mut request = request::parse_infer(table, body, header, state.master.config.member_wire)?;
+    let form = std::mem::take(&mut request.form);
     let answer = state.master.infer(&task, request).await?;
-    timed_json(started, &answer, &oip_response(&answer))
+    let (body, header) = binary::encode_response(oip_response(&answer, &form)?)?;
+    Ok(timed(started, &answer, header).body(body))
 }
 
-/// Encodes the answer and reports the master's own time (everything from the handler's
-/// start to the encoded answer, minus waiting for members) in a `Server-Timing` header and
-/// in `cocktail_master_overhead_seconds`.
 fn timed_json(started: Instant, answer: &Answer, value: &impl Serialize) -> Result<HttpResponse> {
     let body = serde_json::to_vec(value)
         .map_err(|e| MasterError::Internal(format!("encoding the answer: {e}")))?;
+    Ok(timed(started, answer, None).body(body))
+}
+
+/// A 200 for an answer whose body is ready, reporting the master's own time (everything
+/// from the handler's start to the encoded answer, minus waiting for members) in a
+/// `Server-Timing` header and in `cocktail_master_overhead_seconds`.
+fn timed(started: Instant, answer: &Answer, header: Option<usize>) -> HttpResponseBuilder {
     let wait = Duration::from_micros(answer.wait_us);
     let own = started.elapsed().saturating_sub(wait);
     metrics::histogram!("cocktail_master_overhead_seconds").record(own.as_secs_f64());
-    Ok(HttpResponse::Ok()
-        .content_type("application/json")
-        .insert_header((
-            "Server-Timing",
-            format!(
-                "master;dur={:.3}, wait;dur={:.3}",
-                own.as_secs_f64() * 1e3,
-                wait.as_secs_f64() * 1e3
-            ),
-        ))
-        .body(body))
-}
-
-/// What every answer reports about how it was made, besides the votes.
-fn provenance(answer: &Answer) -> Provenance {
-    Provenance {
-        models: answer.models.clone(),
-        failed: answer.failed.clone(),
-        substitutes: answer.substitutes.clone(),
-        scheme: answer.scheme,
-        cache_hit: answer.cache_hit,
-        degraded: answer.degraded,
-        interval: answer.interval.clone(),
-        master_us: answer.master_us,
-        wait_us: answer.wait_us,
-    }
-}
-
-/// [`provenance`] as the fields of a JSON object (OIP `parameters`).
-fn provenance_fields(answer: &Answer) -> Map<String, Value> {
-    match serde_json::to_value(provenance(answer)) {
-        Ok(Value::Object(fields)) => fields,
-        _ => Map::new(),
-    }
-}
-
-fn oip_response(answer: &Answer) -> Value {
-    let mut parameters = provenance_fields(answer);
-    parameters.insert("votes".into(), json!(answer.votes));
-    let n = answer.class.len() as i64;
-    let classes = answer.scores.first().map_or(0, Vec::len) as i64;
-    json!({
-        "model_name": answer.task,
-        "id": answer.id,
-        "parameters": parameters,
-        "outputs": [
-            { "name": "class", "datatype": "INT64", "shape": [n], "data": answer.class },
-            { "name": "label", "datatype": "BYTES", "shape": [n], "data": answer.label },
-            { "name": "scores", "datatype": "FP64", "shape": [n, classes],
-              "data": answer.scores.iter().flatten().collect::<Vec<_>>() },
-        ],
-    })
+    let mut response = oip_body(header);
+    response.insert_header((
+        "Server-Timing",
+        format!(
+            "master;dur={:.3}, wait;dur={:.3}",
+            own.as_secs_f64() * 1e3,
+            wait.as_secs_f64() * 1e3
+        ),
+    ));
+    response
 }
 
 /// Classifies one image or text. JSON `{task, image (base64) | text, latency_ms,

@@ -5,12 +5,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
-use cocktail_common::oip::ErrorBody;
-use serde::Deserialize;
-use serde_json::Value;
+use cocktail_common::oip::tensor::{self, WireError};
+use cocktail_common::oip::{ErrorBody, binary};
 
 use crate::registry::{Instance, NoSlot, Registry};
+use crate::request::MemberBody;
 
 /// One member's answer for every item.
 #[derive(Debug, Clone)]
@@ -65,7 +64,7 @@ pub async fn call_member(
     client: &reqwest::Client,
     registry: &Registry,
     model: &str,
-    body: Bytes,
+    body: &MemberBody,
     deadline: Instant,
     items: usize,
     classes: usize,
@@ -85,13 +84,17 @@ pub async fn call_member(
             return Err(MemberError::Deadline);
         }
         lease.sent();
-        let sent = client
+        let mut call = client
             .post(&lease.instance.infer_url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.clone())
-            .timeout(remaining)
-            .send()
-            .await;
+            .body(body.body.clone())
+            .timeout(remaining);
+        call = match body.header {
+            Some(length) => call
+                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                .header(binary::HEADER_LENGTH, length),
+            None => call.header(reqwest::header::CONTENT_TYPE, "application/json"),
+        };
+        let sent = call.send().await;
         let outcome = match sent {
             Ok(response) => {
                 lease.answered();
@@ -134,23 +137,17 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     message
 }
 
-#[derive(Deserialize)]
-struct WorkerResponse {
-    outputs: Vec<WorkerOutput>,
-}
-
-#[derive(Deserialize)]
-struct WorkerOutput {
-    name: String,
-    data: Value,
-}
-
 async fn read(
     response: reqwest::Response,
     items: usize,
     classes: usize,
 ) -> Result<MemberAnswer, MemberError> {
     let status = response.status();
+    let header = response
+        .headers()
+        .get(binary::HEADER_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
     let bytes = response.bytes().await.map_err(|e| {
         if e.is_timeout() {
             MemberError::Deadline
@@ -182,32 +179,27 @@ async fn read(
             MemberError::Failed(format!("worker answered {status}: {message}"))
         });
     }
-    let response: WorkerResponse = serde_json::from_slice(&bytes)
+    let answer = binary::decode_response(bytes, header)
         .map_err(|e| MemberError::Failed(format!("unreadable worker answer: {e}")))?;
     let output = |name: &str| {
-        response
+        answer
             .outputs
             .iter()
             .find(|o| o.name == name)
-            .and_then(|o| o.data.as_array())
             .ok_or_else(|| MemberError::Failed(format!("worker answer lacks `{name}`")))
     };
-    let class_values = output("class")?;
-    let probability_values = output("probabilities")?;
-    let class_list: Vec<usize> = class_values
-        .iter()
-        .filter_map(|v| v.as_u64().map(|c| c as usize))
-        .filter(|&c| c < classes)
+    let unusable = |e: WireError| MemberError::Failed(format!("unusable worker answer: {e}"));
+    let class_list: Vec<usize> = tensor::i64s(output("class")?, items)
+        .map_err(unusable)?
+        .into_iter()
+        .filter_map(|c| usize::try_from(c).ok().filter(|&c| c < classes))
         .collect();
-    let probabilities: Vec<f32> = probability_values
-        .iter()
-        .filter_map(|v| v.as_f64().map(|p| p as f32))
-        .collect();
-    if class_list.len() != items || probabilities.len() != items * classes {
+    let probabilities =
+        tensor::f32s(output("probabilities")?, items * classes).map_err(unusable)?;
+    if class_list.len() != items {
         return Err(MemberError::Failed(format!(
-            "worker answered {} classes and {} probabilities for {items} items of {classes} classes",
+            "worker answered {} valid classes for {items} items of {classes} classes",
             class_list.len(),
-            probabilities.len()
         )));
     }
     Ok(MemberAnswer {

@@ -10,12 +10,12 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 
 use crate::dispatch::{MemberAnswer, MemberError, call_member};
 use crate::registry::Registry;
+use crate::request::MemberBody;
 use crate::tasks::TaskTable;
 
 /// A member is hedged when it has not answered within this many of its pool's typical
@@ -67,7 +67,7 @@ pub struct Call<'a> {
     pub client: &'a reqwest::Client,
     pub registry: &'a Registry,
     pub task: &'a TaskTable,
-    pub body: &'a Bytes,
+    pub body: &'a MemberBody,
     pub deadline: Instant,
     pub items: usize,
     /// The earliest a slow member is hedged.
@@ -80,7 +80,7 @@ impl Call<'_> {
             self.client,
             self.registry,
             &self.task.models[model],
-            self.body.clone(),
+            self.body,
             self.deadline,
             self.items,
             self.task.labels.len(),

@@ -5,7 +5,10 @@
 //! refuses an input as invalid their 4xx is passed on.
 
 use bytes::Bytes;
-use cocktail_common::oip::{InferRequest, RequestInput};
+use cocktail_common::oip::tensor::{self, ByteItem};
+use cocktail_common::oip::{
+    IMAGE, InferRequest, PIXELS, RequestInput, RequestedOutput, TEXT, binary,
+};
 use serde_json::{Map, Value};
 
 use crate::error::MasterError;
@@ -26,35 +29,152 @@ pub const MAX_LATENCY_MS: f64 = 60_000.0;
 #[derive(Debug, Clone)]
 pub struct ValidRequest {
     pub id: Option<String>,
-    /// The OIP body sent to every member (the client's own bytes when it sent OIP).
-    pub body: Bytes,
+    /// The request every member gets.
+    pub member: MemberBody,
     pub items: usize,
     pub constraint: Constraint,
     /// One label per item, or none.
     pub labels: Option<Vec<usize>>,
     pub scheme: Option<Scheme>,
+    /// What the client asked of the answer: which outputs, in which form (its inputs
+    /// dropped).
+    pub form: InferRequest,
 }
 
-/// Parses and checks a `POST /v2/models/{task}/infer` body.
-pub fn parse_infer(task: &TaskTable, body: Bytes) -> Result<ValidRequest, MasterError> {
-    let request: InferRequest = serde_json::from_slice(&body).map_err(|e| {
-        if e.is_data() {
-            MasterError::invalid("body", e.to_string())
-        } else {
-            MasterError::Malformed(format!("not valid JSON: {e}"))
-        }
-    })?;
-    let items = check_inputs(task, &request.inputs)?;
+/// The body of a member call: JSON, or JSON then binary tensors when `header` gives the
+/// JSON's length (`Inference-Header-Content-Length`).
+#[derive(Debug, Clone)]
+pub struct MemberBody {
+    pub body: Bytes,
+    pub header: Option<usize>,
+}
+
+/// How the master sends inputs to members and reads their answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum MemberWire {
+    /// Triton's binary tensor extension: raw image bytes and raw FP32 outputs, no base64
+    /// or JSON numbers.
+    #[default]
+    Binary,
+    /// OIP JSON: base64 images, JSON numbers.
+    Json,
+}
+
+/// Parses and checks a `POST /v2/models/{task}/infer` body (with its
+/// `Inference-Header-Content-Length`, if any).
+pub fn parse_infer(
+    task: &TaskTable,
+    body: Bytes,
+    header: Option<usize>,
+    wire: MemberWire,
+) -> Result<ValidRequest, MasterError> {
+    let mut request = binary::decode_request(body, header)?;
+    valid(task, std::mem::take(&mut request.inputs), request, wire)
+}
+
+/// Checks a request whose inputs are taken out of `form`, and builds the member body.
+pub fn valid(
+    task: &TaskTable,
+    inputs: Vec<RequestInput>,
+    form: InferRequest,
+    wire: MemberWire,
+) -> Result<ValidRequest, MasterError> {
+    let items = check_inputs(task, &inputs)?;
     let empty = Map::new();
-    let parameters = request.parameters.as_ref().unwrap_or(&empty);
+    let parameters = form.parameters.as_ref().unwrap_or(&empty);
+    let constraint = constraint(parameters)?;
+    let labels = labels(task, parameters.get("label"), items)?;
+    let scheme = scheme(parameters.get("scheme"))?;
     Ok(ValidRequest {
-        id: request.id,
-        body,
+        id: form.id.clone(),
+        member: member_body(inputs, wire)?,
         items,
-        constraint: constraint(parameters)?,
-        labels: labels(task, parameters.get("label"), items)?,
-        scheme: scheme(parameters.get("scheme"))?,
+        constraint,
+        labels,
+        scheme,
+        form,
     })
+}
+
+/// The request each member gets: the client's inputs in the wire's form, asking for the
+/// two outputs the vote needs.
+fn member_body(inputs: Vec<RequestInput>, wire: MemberWire) -> Result<MemberBody, MasterError> {
+    let inputs = inputs
+        .into_iter()
+        .map(|input| member_input(input, wire))
+        .collect::<Result<_, _>>()?;
+    let parameters = (wire == MemberWire::Binary)
+        .then(|| Map::from_iter([(binary::BINARY_DATA.into(), true.into())]));
+    let outputs = ["class", "probabilities"]
+        .map(|name| RequestedOutput {
+            name: name.into(),
+            parameters: parameters.clone(),
+        })
+        .to_vec();
+    let request = InferRequest {
+        id: None,
+        inputs,
+        parameters: None,
+        outputs: Some(outputs),
+    };
+    let (body, header) = binary::encode_request(request)?;
+    Ok(MemberBody { body, header })
+}
+
+/// One input in the wire's form. Images travel as their encoded bytes either way (base64
+/// in JSON): decoding them is the workers' job.
+fn member_input(mut input: RequestInput, wire: MemberWire) -> Result<RequestInput, MasterError> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD as BASE64;
+    let n = tensor::element_count(&input)?;
+    if let Some(parameters) = &mut input.parameters {
+        parameters.remove(binary::BINARY_DATA_SIZE);
+    }
+    match (wire, input.raw.take()) {
+        (MemberWire::Binary, Some(raw)) => input.raw = Some(raw),
+        (MemberWire::Binary, None) => {
+            input.raw = Some(match input.datatype.as_str() {
+                "FP32" => tensor::f32_raw(&tensor::f32s(&input, n)?),
+                "INT64" => tensor::i64_raw(&tensor::i64s(&input, n)?),
+                _ => {
+                    let items = tensor::byte_items(&input, n)?
+                        .into_iter()
+                        .map(|item| match item {
+                            ByteItem::Json(text) if input.name == IMAGE => {
+                                BASE64.decode(text.trim()).map_err(|e| {
+                                    MasterError::invalid("image", format!("not valid base64: {e}"))
+                                })
+                            }
+                            ByteItem::Json(text) => Ok(text.as_bytes().to_vec()),
+                            ByteItem::Raw(bytes) => Ok(bytes.to_vec()),
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    tensor::bytes_raw(items.iter().map(Vec::as_slice))
+                }
+            });
+            input.data = Value::Null;
+        }
+        (MemberWire::Json, None) => {}
+        (MemberWire::Json, Some(raw)) => {
+            input.raw = Some(raw);
+            let data: Value = match input.datatype.as_str() {
+                "FP32" => tensor::f32s(&input, n)?.into(),
+                "INT64" => tensor::i64s(&input, n)?.into(),
+                _ => tensor::byte_items(&input, n)?
+                    .into_iter()
+                    .map(|item| match item {
+                        ByteItem::Raw(bytes) if input.name == IMAGE => BASE64.encode(bytes),
+                        ByteItem::Raw(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                        ByteItem::Json(text) => text.to_owned(),
+                    })
+                    .collect::<Vec<_>>()
+                    .into(),
+            };
+            input.raw = None;
+            input.data = data;
+        }
+    }
+    Ok(input)
 }
 
 /// The constraints from request parameters (OIP `parameters` or `/v1/classify` fields).
@@ -175,7 +295,9 @@ pub fn scheme(value: Option<&Value>) -> Result<Option<Scheme>, MasterError> {
 /// Checks names, types, shapes and sizes; returns the item count.
 fn check_inputs(task: &TaskTable, inputs: &[RequestInput]) -> Result<usize, MasterError> {
     let expected = match task.kind {
-        InputKind::Image => "`image` (BYTES, base64 PNG/JPEG, or FP32 [n,1,H,W])",
+        InputKind::Image => {
+            "`image` (BYTES: PNG/JPEG, base64 in JSON) or `pixels` (FP32 [n,1,H,W], normalised as the task's metadata says)"
+        }
         InputKind::Text => "`text` (BYTES, UTF-8) or `input_ids` and `attention_mask` (INT64)",
     };
     let first = inputs.first().ok_or_else(|| {
@@ -184,12 +306,14 @@ fn check_inputs(task: &TaskTable, inputs: &[RequestInput]) -> Result<usize, Mast
     let items = batch(first)?;
     for input in inputs {
         let allowed = match (task.kind, input.name.as_str(), input.datatype.as_str()) {
-            (InputKind::Image, "image", "BYTES" | "FP32") => true,
-            (InputKind::Text, "text", "BYTES") => inputs.len() == 1,
+            (InputKind::Image, IMAGE, "BYTES") | (InputKind::Image, PIXELS, "FP32") => {
+                inputs.len() == 1
+            }
+            (InputKind::Text, TEXT, "BYTES") => inputs.len() == 1,
             (InputKind::Text, "input_ids" | "attention_mask", "INT64") => inputs.len() == 2,
             _ => false,
         };
-        if !allowed || (task.kind == InputKind::Image && inputs.len() != 1) {
+        if !allowed {
             return Err(MasterError::invalid(
                 "inputs",
                 format!(
@@ -216,9 +340,7 @@ fn check_inputs(task: &TaskTable, inputs: &[RequestInput]) -> Result<usize, Mast
             .ok_or_else(|| {
                 MasterError::invalid("shape", format!("is not valid: {:?}", input.shape))
             })?;
-        let len = flat_len(&input.data).ok_or_else(|| {
-            MasterError::invalid("data", format!("of `{}` must be an array", input.name))
-        })?;
+        let len = tensor::element_count(input)?;
         if len != expected_len {
             return Err(MasterError::invalid(
                 "data",
@@ -228,8 +350,8 @@ fn check_inputs(task: &TaskTable, inputs: &[RequestInput]) -> Result<usize, Mast
                 ),
             ));
         }
-        if input.name == "text" {
-            check_texts(&input.data)?;
+        if input.name == TEXT {
+            check_texts(input, items)?;
         }
     }
     Ok(items)
@@ -248,32 +370,12 @@ fn batch(input: &RequestInput) -> Result<usize, MasterError> {
     }
 }
 
-/// Number of leaves of a (possibly nested) array; `None` when `data` is not an array.
-fn flat_len(data: &Value) -> Option<usize> {
-    match data {
-        Value::Array(values) => Some(
-            values
-                .iter()
-                .map(|v| match v {
-                    Value::Array(_) => flat_len(v).unwrap_or(0),
-                    _ => 1,
-                })
-                .sum(),
-        ),
-        _ => None,
-    }
-}
-
-fn check_texts(data: &Value) -> Result<(), MasterError> {
-    let Value::Array(values) = data else {
-        return Ok(());
-    };
-    for (i, v) in values.iter().enumerate() {
-        let Value::String(text) = v else {
-            return Err(MasterError::invalid(
-                "text",
-                format!("item {i} must be a string"),
-            ));
+fn check_texts(input: &RequestInput, items: usize) -> Result<(), MasterError> {
+    for (i, item) in tensor::byte_items(input, items)?.into_iter().enumerate() {
+        let text = match item {
+            ByteItem::Json(text) => text,
+            ByteItem::Raw(bytes) => std::str::from_utf8(bytes)
+                .map_err(|_| MasterError::invalid("text", format!("item {i} is not UTF-8")))?,
         };
         if text.trim().is_empty() {
             return Err(MasterError::invalid("text", format!("item {i} is empty")));
@@ -289,26 +391,14 @@ fn check_texts(data: &Value) -> Result<(), MasterError> {
     Ok(())
 }
 
-/// The OIP body of one image (raw PNG/JPEG bytes) or one text, for `/v1/classify`.
-pub fn single_item_body(kind: InputKind, payload: SingleItem<'_>) -> Result<Bytes, MasterError> {
-    use base64::Engine as _;
-    let input = match (kind, payload) {
-        (InputKind::Image, SingleItem::Image(bytes)) => RequestInput {
-            name: "image".into(),
-            shape: vec![1],
-            datatype: "BYTES".into(),
-            data: Value::Array(vec![Value::String(
-                base64::engine::general_purpose::STANDARD.encode(bytes),
-            )]),
-            parameters: None,
-        },
-        (InputKind::Text, SingleItem::Text(text)) => RequestInput {
-            name: "text".into(),
-            shape: vec![1],
-            datatype: "BYTES".into(),
-            data: Value::Array(vec![Value::String(text.to_owned())]),
-            parameters: None,
-        },
+/// The one input of a `/v1/classify` request: an image (raw PNG/JPEG bytes) or a text.
+pub fn single_item_input(
+    kind: InputKind,
+    payload: SingleItem<'_>,
+) -> Result<RequestInput, MasterError> {
+    let (name, raw) = match (kind, payload) {
+        (InputKind::Image, SingleItem::Image(bytes)) => (IMAGE, bytes),
+        (InputKind::Text, SingleItem::Text(text)) => (TEXT, text.as_bytes()),
         (InputKind::Image, SingleItem::Text(_)) => {
             return Err(MasterError::invalid(
                 "image",
@@ -319,17 +409,14 @@ pub fn single_item_body(kind: InputKind, payload: SingleItem<'_>) -> Result<Byte
             return Err(MasterError::invalid("text", "is required for a text task"));
         }
     };
-    if input.name == "text" {
-        check_texts(&input.data)?;
-    }
-    let request = InferRequest {
-        id: None,
-        inputs: vec![input],
+    Ok(RequestInput {
+        name: name.into(),
+        shape: vec![1],
+        datatype: "BYTES".into(),
+        data: Value::Null,
         parameters: None,
-    };
-    serde_json::to_vec(&request)
-        .map(Bytes::from)
-        .map_err(|e| MasterError::Internal(format!("encoding a worker request: {e}")))
+        raw: Some(tensor::bytes_raw([raw])),
+    })
 }
 
 /// The one item of a `/v1/classify` request.

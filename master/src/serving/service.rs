@@ -301,7 +301,7 @@ impl Master {
             client: &self.client,
             registry: &self.registry,
             task: &task,
-            body: &request.body,
+            body: &request.member,
             deadline,
             items: request.items,
             hedge_min: self.config.hedge_min,
@@ -513,7 +513,7 @@ impl Master {
             .collect();
         let record = record.clone();
         let (client, registry_pool) = (self.client.clone(), Arc::clone(&self.registry));
-        let (body, items) = (request.body.clone(), request.items);
+        let (body, items) = (request.member.clone(), request.items);
         let budget = deadline
             .saturating_duration_since(Instant::now())
             .max(self.config.deadline_grace);
@@ -525,7 +525,7 @@ impl Master {
                     &client,
                     &registry_pool,
                     &record.task.models[m],
-                    body.clone(),
+                    &body,
                     deadline,
                     items,
                     classes,

@@ -318,6 +318,10 @@ mod tests {
         let task = Arc::new(TaskTable {
             name: "t".into(),
             kind: crate::tasks::InputKind::Text,
+            preprocess: cocktail_common::Preprocess::Text {
+                tokenizer: "t.json".into(),
+                max_tokens: 8,
+            },
             labels: vec!["a".into(), "b".into()],
             models: vec!["m".into()],
             candidates: models()[..1].to_vec(),

@@ -20,6 +20,9 @@ pub enum InputKind {
 pub struct TaskTable {
     pub name: String,
     pub kind: InputKind,
+    /// How the task's models prepare their input (the first model's; the zoo's models of
+    /// a task share it), stated in the task's metadata.
+    pub preprocess: Preprocess,
     pub labels: Vec<String>,
     /// Model names; every per-model vector below uses the same index.
     pub models: Vec<String>,
@@ -83,6 +86,7 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64) -> BTreeMap<String, TaskTable> {
             TaskTable {
                 name: name.clone(),
                 kind,
+                preprocess: first.preprocess.clone(),
                 labels: spec.labels.clone(),
                 models: models.iter().map(|m| m.name.clone()).collect(),
                 accuracy: models.iter().map(|m| m.accuracy).collect(),

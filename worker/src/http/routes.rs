@@ -7,6 +7,7 @@ use std::time::Instant;
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use cocktail_common::ModelEntry;
+use cocktail_common::oip::{self, binary};
 use cocktail_common::oip::{
     ErrorBody, InferRequest, InferResponse, ModelMetadata, ServerMetadata, TensorMetadata,
 };
@@ -14,7 +15,7 @@ use cocktail_common::zoo::DType;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
 
-use super::surface::{endpoint, not_found};
+use super::surface::{endpoint, not_found, oip_body};
 use crate::batcher::BatcherHandle;
 use crate::preprocess::Preprocessor;
 use crate::request::{parse_body, respond};
@@ -83,7 +84,7 @@ pub async fn server_metadata() -> HttpResponse {
     HttpResponse::Ok().json(ServerMetadata {
         name: "cocktail-worker".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        extensions: Vec::new(),
+        extensions: vec!["binary_tensor_data".into()],
     })
 }
 
@@ -131,28 +132,38 @@ pub async fn model_metadata(
         });
     }
     let m = &state.model;
-    let datatype = |d: DType| match d {
-        DType::Float32 => "FP32",
-        DType::Int64 => "INT64",
+    let inputs = match &*state.preprocessor {
+        Preprocessor::Image(image) => oip::image_inputs(
+            image.width,
+            image.height,
+            image.scale,
+            image.mean,
+            image.std,
+        ),
+        Preprocessor::Text(_) => {
+            let datatype = |d: DType| match d {
+                DType::Float32 => "FP32",
+                DType::Int64 => "INT64",
+            };
+            let mut inputs: Vec<TensorMetadata> = m
+                .inputs
+                .iter()
+                .map(|i| TensorMetadata {
+                    name: i.name.clone(),
+                    datatype: datatype(i.dtype).into(),
+                    shape: i.shape.clone(),
+                    parameters: None,
+                })
+                .collect();
+            inputs.push(TensorMetadata {
+                name: oip::TEXT.into(),
+                datatype: "BYTES".into(),
+                shape: vec![-1],
+                parameters: None,
+            });
+            inputs
+        }
     };
-    let mut inputs: Vec<TensorMetadata> = m
-        .inputs
-        .iter()
-        .map(|i| TensorMetadata {
-            name: i.name.clone(),
-            datatype: datatype(i.dtype).into(),
-            shape: i.shape.clone(),
-        })
-        .collect();
-    let raw = match *state.preprocessor {
-        Preprocessor::Image(_) => "image",
-        Preprocessor::Text(_) => "text",
-    };
-    inputs.push(TensorMetadata {
-        name: raw.into(),
-        datatype: "BYTES".into(),
-        shape: vec![-1],
-    });
     let classes = state.labels.len() as i64;
     Ok(HttpResponse::Ok().json(ModelMetadata {
         name: m.name.clone(),
@@ -164,16 +175,19 @@ pub async fn model_metadata(
                 name: "class".into(),
                 datatype: "INT64".into(),
                 shape: vec![-1],
+                parameters: None,
             },
             TensorMetadata {
                 name: "label".into(),
                 datatype: "BYTES".into(),
                 shape: vec![-1],
+                parameters: None,
             },
             TensorMetadata {
                 name: "probabilities".into(),
                 datatype: "FP32".into(),
                 shape: vec![-1, classes],
+                parameters: None,
             },
         ],
     }))
@@ -241,16 +255,22 @@ async fn infer_inner(
         }
     };
     let small_body = body.len() <= INLINE_BODY_BYTES;
+    let header = binary::header_length(
+        request
+            .headers()
+            .get(binary::HEADER_LENGTH)
+            .map(|v| v.as_bytes()),
+    )?;
     let raw_image = request
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("application/octet-stream") || ct.starts_with("image/"));
     let preprocessor = Arc::clone(&state.preprocessor);
-    let parse = move || parse_body(&body, raw_image, &preprocessor);
+    let parse = move || parse_body(body, raw_image, header, &preprocessor);
     // A small body parses in microseconds, less than a hop to the blocking pool costs;
     // larger images can take milliseconds to decode, so they leave the async threads.
-    let (prepared, id) = if small_body {
+    let (prepared, oip) = if small_body {
         parse()?
     } else {
         web::block(parse)
@@ -276,6 +296,7 @@ async fn infer_inner(
     metrics::in_flight(state.capacity - state.slots.available_permits());
     let probabilities = state.batcher.infer(prepared).await;
     drop(permit);
-    let response = respond(&state.model.name, &state.labels, id, &probabilities?);
-    Ok(HttpResponse::Ok().json(response))
+    let response = respond(&state.model.name, &state.labels, &oip, &probabilities?)?;
+    let (body, header) = binary::encode_response(response)?;
+    Ok(oip_body(header).body(body))
 }

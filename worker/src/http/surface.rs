@@ -192,3 +192,16 @@ mod tests {
         assert_eq!(properties["url"], json!({ "type": "string" }));
     }
 }
+
+/// A 200 with an OIP body: JSON, or JSON then binary tensors with the
+/// `Inference-Header-Content-Length` header when `header` gives the JSON's length.
+pub fn oip_body(header: Option<usize>) -> actix_web::HttpResponseBuilder {
+    let mut response = HttpResponse::Ok();
+    match header {
+        Some(length) => response
+            .content_type("application/octet-stream")
+            .insert_header((cocktail_common::oip::binary::HEADER_LENGTH, length)),
+        None => response.content_type("application/json"),
+    };
+    response
+}
