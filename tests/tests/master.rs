@@ -10,6 +10,8 @@
 
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
+use cocktail_common::oip::{self, tensor::bytes_raw};
 use cocktail_common::{Input, Predictions, TestSet, Zoo};
 use cocktail_tests::cluster::{Cluster, Redis, image_request, png_base64};
 use cocktail_tests::zoo_manifest;
@@ -663,9 +665,103 @@ async fn bad_inputs_get_a_4xx_naming_the_field() {
         body["error"].as_str().unwrap().contains("10485760"),
         "{body}"
     );
-    // The master still serves.
-    let (status, _) = cluster.post("/v2/models/fashion/infer", &image(ok)).await;
+    // The binary tensor extension: sizes that do not add up, outputs it lacks.
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(images[0].as_str())
+        .unwrap();
+    let binary = |header: &str, tail: &[u8], length: Option<usize>| {
+        let mut body = header.as_bytes().to_vec();
+        body.extend_from_slice(tail);
+        cluster
+            .client
+            .post(cluster.url("/v2/models/fashion/infer"))
+            .header("content-type", "application/octet-stream")
+            .header(
+                "Inference-Header-Content-Length",
+                length.unwrap_or(header.len()).to_string(),
+            )
+            .body(body)
+            .send()
+    };
+    let framed = bytes_raw([&png[..]]);
+    let header = |size: usize, name: &str, datatype: &str, shape: &str, outputs: &str| {
+        format!(
+            r#"{{"inputs":[{{"name":"{name}","shape":{shape},"datatype":"{datatype}","parameters":{{"binary_data_size":{size}}}}}],"parameters":{{"latency_ms":5,"accuracy":0.5}}{outputs}}}"#
+        )
+    };
+    let cases: Vec<(&str, String, Vec<u8>, Option<usize>, &str)> = vec![
+        (
+            "header length beyond the body",
+            header(framed.len(), "image", "BYTES", "[1]", ""),
+            framed.to_vec(),
+            Some(1 << 20),
+            "Inference-Header-Content-Length",
+        ),
+        (
+            "binary_data_size beyond the body",
+            header(framed.len() + 1, "image", "BYTES", "[1]", ""),
+            framed.to_vec(),
+            None,
+            "binary_data_size",
+        ),
+        (
+            "FP32 bytes that are not the shape's",
+            header(12, "pixels", "FP32", "[1,1,28,28]", ""),
+            vec![0; 12],
+            None,
+            "784",
+        ),
+        (
+            "an output the task lacks",
+            header(
+                framed.len(),
+                "image",
+                "BYTES",
+                "[1]",
+                r#","outputs":[{"name":"probabilities"}]"#,
+            ),
+            framed.to_vec(),
+            None,
+            "outputs",
+        ),
+    ];
+    for (name, header, tail, length, mentions) in cases {
+        let response = binary(&header, &tail, length).await.unwrap();
+        assert_eq!(response.status().as_u16(), 422, "{name}");
+        let answer: Value = response.json().await.unwrap();
+        assert!(
+            answer["error"].as_str().unwrap().contains(mentions),
+            "{name}: {answer} should mention `{mentions}`"
+        );
+    }
+    // The master still serves, JSON and binary alike, with the same answer.
+    let (status, json_answer) = cluster.post("/v2/models/fashion/infer", &image(ok)).await;
     assert_eq!(status, 200);
+    let asked = header(
+        framed.len(),
+        "image",
+        "BYTES",
+        "[1]",
+        r#","outputs":[{"name":"label","parameters":{"binary_data":true}}]"#,
+    );
+    let response = binary(&asked, &framed, None).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let length: usize = response.headers()["inference-header-content-length"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let answer =
+        oip::binary::decode_response(response.bytes().await.unwrap(), Some(length)).unwrap();
+    assert_eq!(answer.outputs.len(), 1, "only the output asked for");
+    let labels = oip::tensor::byte_items(&answer.outputs[0], 1).unwrap();
+    let oip::tensor::ByteItem::Raw(label) = labels[0] else {
+        panic!("a binary label")
+    };
+    assert_eq!(
+        std::str::from_utf8(label).unwrap(),
+        outputs(&json_answer, "label")[0].as_str().unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

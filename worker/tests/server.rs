@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use cocktail_common::oip::tensor::{self, bytes_raw, f32_raw};
+use cocktail_common::oip::{InferRequest, RequestInput, RequestedOutput, binary};
 use cocktail_common::testset::GreyImage;
 use cocktail_common::{Input, Predictions, TestSet};
 use common::{WorkerProcess, by_latency, largest, zoo};
@@ -40,6 +42,51 @@ fn classes(response: &Value) -> Vec<u16> {
         .iter()
         .map(|v| v.as_u64().unwrap() as u16)
         .collect()
+}
+
+/// One item sent with the binary tensor extension, its class asked for in binary.
+async fn binary_class(
+    client: &reqwest::Client,
+    url: &str,
+    name: &str,
+    shape: Vec<i64>,
+    raw: bytes::Bytes,
+) -> u16 {
+    let datatype = if name == "pixels" { "FP32" } else { "BYTES" };
+    let request = InferRequest {
+        id: None,
+        inputs: vec![RequestInput {
+            name: name.into(),
+            shape,
+            datatype: datatype.into(),
+            data: Value::Null,
+            parameters: None,
+            raw: Some(raw),
+        }],
+        parameters: None,
+        outputs: Some(vec![RequestedOutput {
+            name: "class".into(),
+            parameters: json!({"binary_data": true}).as_object().cloned(),
+        }]),
+    };
+    let (body, header) = binary::encode_request(request).unwrap();
+    let response = client
+        .post(url)
+        .header(binary::HEADER_LENGTH, header.unwrap())
+        .header("content-type", "application/octet-stream")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let header: usize = response.headers()[binary::HEADER_LENGTH]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let answer = binary::decode_response(response.bytes().await.unwrap(), Some(header)).unwrap();
+    assert_eq!(answer.outputs.len(), 1, "only the output asked for");
+    tensor::i64s(&answer.outputs[0], 1).unwrap()[0] as u16
 }
 
 async fn post_json(client: &reqwest::Client, url: &str, body: &Value) -> (u16, Value) {
@@ -78,7 +125,7 @@ async fn fashion_answers_match_recorded_predictions_in_every_encoding() {
         let raw = client
             .post(&url)
             .header("content-type", "application/octet-stream")
-            .body(bytes)
+            .body(bytes.clone())
             .send()
             .await
             .unwrap();
@@ -94,8 +141,21 @@ async fn fashion_answers_match_recorded_predictions_in_every_encoding() {
         let (status, answer) = post_json(&client, &url, &body).await;
         assert_eq!(status, 200, "{answer}");
         let from_tensor = classes(&answer)[0];
+        // Triton's binary tensor extension (tritonclient's default), for both forms.
+        let from_binary =
+            binary_class(&client, &url, "image", vec![1], bytes_raw([&bytes[..]])).await;
+        let from_binary_pixels = binary_class(
+            &client,
+            &url,
+            "pixels",
+            vec![1, 1, 28, 28],
+            f32_raw(&tensor),
+        )
+        .await;
         assert_eq!(from_json, from_raw);
         assert_eq!(from_json, from_tensor);
+        assert_eq!(from_json, from_binary);
+        assert_eq!(from_json, from_binary_pixels);
         agree += usize::from(from_json == recorded.classes[column][i]);
     }
     assert!(
@@ -282,7 +342,7 @@ async fn bad_inputs_get_clear_4xx() {
             &image_url,
             json!({"inputs": [{"name": "image", "shape": [1, 1, 28, 28], "datatype": "INT8", "data": vec![0; 784]}]}),
             422,
-            &["`datatype`", "INT8"],
+            &["`inputs`", "INT8"],
         ),
         (
             "too many items",
@@ -474,7 +534,7 @@ async fn sigterm_drains_without_losing_accepted_requests() {
                 answered_after_signal += usize::from(at > signalled);
             }
             // Not yet accepted when the listener closed: refused, never lost mid-way.
-            (Err(e), _) => assert!(e.is_connect(), "{e}"),
+            (Err(e), _) => assert!(e.is_connect(), "{e:?}"),
         }
     }
     assert!(
