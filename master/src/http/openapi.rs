@@ -48,6 +48,8 @@ use super::views;
         cocktail_common::oip::RequestInput,
         cocktail_common::oip::InferResponse,
         cocktail_common::oip::ResponseOutput,
+        cocktail_common::oip::RequestedOutput,
+        cocktail_worker::http::openapi::BinaryTensors,
         cocktail_common::oip::ModelMetadata,
         cocktail_common::oip::TensorMetadata,
         cocktail_common::oip::ErrorBody,

@@ -195,12 +195,19 @@ pub async fn task_ready(
 /// Classifies `n` items with the ensemble chosen for the constraints in `parameters`:
 /// `latency_ms` and `accuracy` (required), `objective` (`accuracy` or `latency`),
 /// `label` (one per item, to learn from) and `scheme` (`weighted`, `majority`, `average`).
-#[utoipa::path(post, path = "/v2/models/{task}/infer", security(("api_key" = [])), params(("task" = String, Path, description = "A task this master serves")),
-    request_body(content = InferRequest, content_type = "application/json"),
+/// Triton's binary tensor extension is spoken both ways (`Inference-Header-Content-Length`).
+#[utoipa::path(post, path = "/v2/models/{task}/infer", security(("api_key" = [])),
+    params(("task" = String, Path, description = "A task this master serves"),
+        ("Inference-Header-Content-Length" = Option<u64>, Header, description = "Triton's binary tensor extension: the body's first bytes, this many, are the JSON request; each input with `parameters.binary_data_size` has its raw elements after it, in order")),
+    request_body(content(
+        (InferRequest = "application/json"),
+        (cocktail_worker::http::openapi::BinaryTensors = "application/octet-stream"))),
     responses((status = 401, description = "With `--api-keys`: no or an unknown key", body = ErrorBody),
         (status = 429, description = "With `--api-keys`: the key is over its requests per second", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
-        (status = 200, description = "Outputs `class`, `label`, `scores`; `parameters` holds the models, votes, weights, cache hit, degraded flag and interval", body = InferResponse,
-            headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"))),
+        (status = 200, description = "Outputs `class`, `label`, `scores` (those asked for); `parameters` holds the models, votes, weights, cache hit, degraded flag and interval. Binary outputs (asked with `binary_data`) follow the JSON, as in the request",
+            content((InferResponse = "application/json"), (cocktail_worker::http::openapi::BinaryTensors = "application/octet-stream")),
+            headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"),
+                ("Inference-Header-Content-Length" = u64, description = "With binary outputs: the length of the JSON before them"))),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "Unknown task", body = ErrorBody),
         (status = 413, description = "Body over 10 MiB", body = ErrorBody),

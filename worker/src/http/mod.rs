@@ -4,7 +4,7 @@
 
 mod error;
 pub mod guard;
-mod openapi;
+pub mod openapi;
 mod routes;
 pub mod surface;
 

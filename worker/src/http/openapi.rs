@@ -31,10 +31,12 @@ use super::surface::{narrow_path_parameter, require_bearer};
         cocktail_common::oip::RequestInput,
         cocktail_common::oip::InferResponse,
         cocktail_common::oip::ResponseOutput,
+        cocktail_common::oip::RequestedOutput,
         cocktail_common::oip::ModelMetadata,
         cocktail_common::oip::TensorMetadata,
         cocktail_common::oip::ErrorBody,
         RawImage,
+        BinaryTensors,
     ))
 )]
 struct ApiDoc;
@@ -47,6 +49,17 @@ struct ApiDoc;
     reason = "a schema only: the handler reads the body as bytes"
 )]
 pub struct RawImage(String);
+
+/// Triton's binary tensor extension: the JSON request or answer (as long as the
+/// `Inference-Header-Content-Length` header says), then each binary tensor's raw
+/// little-endian elements in order (BYTES elements: a 4-byte length, then the bytes).
+#[derive(Debug, utoipa::ToSchema)]
+#[schema(format = Binary)]
+#[expect(
+    dead_code,
+    reason = "a schema only: the handlers read and write the body as bytes"
+)]
+pub struct BinaryTensors(String);
 
 /// This document.
 #[utoipa::path(get, path = "/openapi.json", responses(

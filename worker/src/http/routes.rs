@@ -209,14 +209,17 @@ pub async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
 /// Classifies a batch: OIP tensors or BYTES items (base64 PNG/JPEG for image models,
 /// UTF-8 text for text models), or one raw PNG/JPEG body for an image model.
 #[utoipa::path(post, path = "/v2/models/{model}/infer",
-    params(("model" = String, Path, description = "The model this worker serves")),
+    params(("model" = String, Path, description = "The model this worker serves"),
+        ("Inference-Header-Content-Length" = Option<u64>, Header, description = "Triton's binary tensor extension: the body (application/octet-stream) is the JSON request, this many bytes, then each binary input's raw elements; without it an octet-stream body is one raw image")),
     request_body(content(
         (InferRequest = "application/json"),
         (super::openapi::RawImage = "application/octet-stream"),
         (super::openapi::RawImage = "image/png"),
         (super::openapi::RawImage = "image/jpeg"))),
     responses(
-        (status = 200, description = "Outputs `class`, `label` and `probabilities`", body = InferResponse),
+        (status = 200, description = "Outputs `class`, `label` and `probabilities` (those asked for); binary outputs (asked with `binary_data`) follow the JSON",
+            content((InferResponse = "application/json"), (super::openapi::BinaryTensors = "application/octet-stream")),
+            headers(("Inference-Header-Content-Length" = u64, description = "With binary outputs: the length of the JSON before them"))),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "This worker serves another model", body = ErrorBody),
         (status = 413, description = "Body over 10 MiB", body = ErrorBody),
