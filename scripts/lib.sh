@@ -76,3 +76,18 @@ setup_schemathesis() {
   pip_venv "$DEPS/schemathesis" "schemathesis>=4,<5" schemathesis
   export COCKTAIL_SCHEMATHESIS="$DEPS/schemathesis/bin/schemathesis"
 }
+
+# setup_tritonclient: the standard Open Inference Protocol client, PyPI
+# tritonclient[http,grpc] with numpy and pillow, in its own venv, for the client
+# conformance tests (tests/oip_clients.py). Exports COCKTAIL_TRITONCLIENT_PYTHON.
+setup_tritonclient() {
+  local venv="$DEPS/tritonclient"
+  if ! "$venv/bin/python" -c 'import tritonclient.http, tritonclient.grpc, numpy, PIL' \
+      2>/dev/null; then
+    log "pip install tritonclient[http,grpc] numpy pillow"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "tritonclient[http,grpc]>=2.50,<3" numpy pillow
+  fi
+  export COCKTAIL_TRITONCLIENT_PYTHON="$venv/bin/python"
+}

@@ -14,6 +14,8 @@ setup_mongo
 setup_moto
 # ... and schemathesis (the API conformance tests fuzz master and worker with it).
 setup_schemathesis
+# ... and tritonclient (tests/tests/oip_clients.rs: the standard OIP client, HTTP and gRPC).
+setup_tritonclient
 # ... and cfn-lint (the AWS stack's template is linted by tests/tests/deploy_aws.rs).
 setup_cfn_lint
 cd "$ROOT"
