@@ -23,6 +23,9 @@ pub struct UpArgs {
     /// Port of the master.
     #[arg(long, default_value_t = 8080)]
     port: u16,
+    /// Port of the master's OIP gRPC endpoint.
+    #[arg(long, default_value_t = 8001)]
+    grpc_port: u16,
     /// Address the master and workers bind.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -150,6 +153,8 @@ async fn up(
         args.host.clone(),
         "--port".into(),
         args.port.to_string(),
+        "--grpc-port".into(),
+        args.grpc_port.to_string(),
         "--zoo".into(),
         zoo_path.display().to_string(),
         "--provider".into(),
@@ -186,7 +191,7 @@ async fn up(
     )
     .await?;
     bar.finish_with_message("ready");
-    print_welcome(&url, zoo);
+    print_welcome(&url, &format!("{}:{}", args.host, args.grpc_port), zoo);
 
     tokio::select! {
         _ = shutdown_signal() => {
@@ -244,7 +249,7 @@ async fn wait_until_registered(
     }
 }
 
-fn print_welcome(url: &str, zoo: &Zoo) {
+fn print_welcome(url: &str, grpc: &str, zoo: &Zoo) {
     let sample = zoo.root().join("samples/fashion/0000_ankle-boot.png");
     println!(
         "\nCocktail-rs is serving on {url} (Ctrl-C stops everything).\n\n\
@@ -253,6 +258,8 @@ fn print_welcome(url: &str, zoo: &Zoo) {
          A sentence, over the Open Inference Protocol v2:\n\n  \
          curl -s {url}/v2/models/sentiment/infer -H 'content-type: application/json' \\\n    \
          -d '{{\"inputs\":[{{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"A wonderful film.\"]}}],\"parameters\":{{\"latency_ms\":0.2,\"accuracy\":0.85}}}}'\n\n\
+         Standard OIP clients (tritonclient, KServe) work on their defaults: HTTP at {url},\n\
+         gRPC at {grpc} (docs/oip.md).\n\n\
          More: {url}/v2/models, {url}/v1/ensembles, {url}/openapi.json, {url}/metrics\n\n\
          The admin API (/v1/workers, /v1/instances, /v1/decisions, /v1/cost, /v1/pools) wants the admin\n\
          token the master keeps in {secrets}/{ADMIN_TOKEN_FILE} (the workers' cluster secret is next to it):\n\n  \

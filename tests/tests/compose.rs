@@ -74,6 +74,8 @@ fn docker_lines(args: &[&str]) -> Vec<String> {
 struct Project {
     name: String,
     port: u16,
+    /// The host port of the master's gRPC endpoint.
+    grpc_port: u16,
     /// `docker compose` (the plugin) or `docker-compose` (v1).
     compose: Vec<&'static str>,
     /// One more compose file, layered last (a test's own settings).
@@ -87,6 +89,7 @@ impl Project {
         Self {
             name: format!("cocktail-{test}-{}", std::process::id()),
             port,
+            grpc_port: free_port(),
             compose: if plugin {
                 vec!["docker", "compose"]
             } else {
@@ -143,6 +146,7 @@ impl Project {
             .args(args)
             .current_dir(&root)
             .env("COCKTAIL_PORT", self.port.to_string())
+            .env("COCKTAIL_GRPC_PORT", self.grpc_port.to_string())
             // The project's network, and the label of the containers its master launches.
             .env("COCKTAIL_NETWORK", &self.name)
             .env("COCKTAIL_IMAGE", project_image())
