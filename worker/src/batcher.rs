@@ -50,6 +50,7 @@ impl BatcherHandle {
         preprocessor: Arc<Preprocessor>,
         policy: BatchPolicy,
         pace: Option<Pace>,
+        idle_poll: Duration,
     ) -> Result<Self, WorkerError> {
         let (sender, receiver) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
@@ -61,6 +62,7 @@ impl BatcherHandle {
                     backend,
                     &preprocessor,
                     policy,
+                    idle_poll,
                     pace.as_ref(),
                     &receiver,
                     &thread_queued,
@@ -96,6 +98,7 @@ fn run(
     mut backend: Box<dyn Backend>,
     preprocessor: &Preprocessor,
     policy: BatchPolicy,
+    idle_poll: Duration,
     pace: Option<&Pace>,
     receiver: &mpsc::Receiver<Job>,
     queued: &AtomicUsize,
@@ -104,7 +107,7 @@ fn run(
     loop {
         let first = match carried.take() {
             Some(job) => job,
-            None => match next_job(receiver) {
+            None => match next_job(receiver, idle_poll) {
                 Some(job) => job,
                 None => return,
             },
@@ -161,15 +164,12 @@ impl Pace {
     }
 }
 
-/// How long the idle batch thread polls before it sleeps. Waking a sleeping thread costs
-/// tens of microseconds on a virtual machine, as much as a small model's inference; a
-/// short poll after each batch catches the next request of a busy client awake.
-const IDLE_POLL: Duration = Duration::from_micros(200);
-
-/// The next request, or `None` when every handle is gone.
-fn next_job(receiver: &mpsc::Receiver<Job>) -> Option<Job> {
+/// The next request, or `None` when every handle is gone. Spins for `idle_poll` first:
+/// waking a sleeping thread costs tens of microseconds on a virtual machine, as much as a
+/// small model's inference, but the spin takes a core from everything else.
+fn next_job(receiver: &mpsc::Receiver<Job>, idle_poll: Duration) -> Option<Job> {
     let polling = Instant::now();
-    while polling.elapsed() < IDLE_POLL {
+    while polling.elapsed() < idle_poll {
         match receiver.try_recv() {
             Ok(job) => return Some(job),
             Err(TryRecvError::Disconnected) => return None,

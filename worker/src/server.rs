@@ -39,6 +39,8 @@ pub struct WorkerConfig {
     pub batch_wait: Option<Duration>,
     /// Response-time target the batching is tuned for (default: twice the single latency).
     pub rt_max: Option<Duration>,
+    /// How long the idle batch thread spins for the next request before it sleeps.
+    pub idle_poll: Duration,
     /// Items that may wait beyond those in service before requests get 429.
     pub queue_items: usize,
     /// HTTP worker threads.
@@ -95,7 +97,13 @@ impl Worker {
             None
         };
         let batcher =
-            BatcherHandle::spawn(Box::new(backend), Arc::clone(&preprocessor), policy, pace)?;
+            BatcherHandle::spawn(
+            Box::new(backend),
+            Arc::clone(&preprocessor),
+            policy,
+            pace,
+            config.idle_poll,
+        )?;
         let capacity = policy.max_items + config.queue_items;
         tracing::info!(model = %model.name, threads = config.threads, max_batch = policy.max_items,
             window_us = policy.window.as_micros() as u64, capacity, "model loaded");

@@ -34,6 +34,9 @@ struct Args {
     /// Member wires to compare, each with a master and workers of its own.
     #[arg(long, value_delimiter = ',', default_value = "binary,json")]
     wires: Vec<String>,
+    /// Extra flags for every worker, e.g. `--worker-arg=--idle-poll-us=200`.
+    #[arg(long = "worker-arg", allow_hyphen_values = true)]
+    worker_args: Vec<String>,
 }
 
 /// One row of the table: a constraint that makes the master serve `members` models.
@@ -90,13 +93,9 @@ async fn bench_wire(args: &Args, wire: &str, pngs: &Arc<Vec<String>>) -> anyhow:
     .await?;
     let mut workers = Vec::new();
     for model in &args.models {
-        workers.push(
-            start(
-                "cocktail-worker",
-                &["--model", model, "--port", "0", "--master", &url],
-            )
-            .await?,
-        );
+        let mut worker_args = vec!["--model", model, "--port", "0", "--master", &url];
+        worker_args.extend(args.worker_args.iter().map(String::as_str));
+        workers.push(start("cocktail-worker", &worker_args).await?);
     }
     let pids: Vec<u32> = std::iter::once(&master)
         .chain(workers.iter().map(|(child, _)| child))
