@@ -1,0 +1,586 @@
+//! Peer benchmark (issue 19, point 5): one closed-loop run against Cocktail or another
+//! serving system that takes the same OIP v2 request (`benches/peers/ray/` is Ray
+//! Serve's), printing one markdown row: throughput, latency, CPU time per request and
+//! memory of the system's processes. `scripts/peer-ray.sh` runs it for each system and
+//! concurrency and adds the ratios. Asserts nothing.
+//!
+//! Each of `--concurrency` tasks sends its next request when its last answer arrived,
+//! base64 PNGs of the fashion test set as master-bench sends them, first `--warmup`
+//! requests, then `--requests` measured ones. Every answer must be a 200 whose `class`
+//! output is present (and, with `--expect-models`, whose `parameters.models` names that
+//! many members); anything else counts as an error and is left out of the latencies.
+//!
+//! The system's processes are read from `/proc`: Cocktail's master and workers (started
+//! here), or the processes of a Unix session (`--session`, e.g. the one `setsid ray
+//! start` opened: everything Ray runs, GCS, raylet, agents, controller, proxy, HAProxy,
+//! replicas) and of given PIDs, with all their descendants. CPU per request is the
+//! increase of utime + stime over the measured requests, summed over those processes,
+//! divided by the successful requests; memory is the sum of their PSS (and RSS) at the end.
+//!
+//! `cargo build --release --workspace --bins && target/release/peer-bench cocktail --header`
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use cocktail_benches::process::{admin_client, png_base64, start};
+use cocktail_benches::stats::Summary;
+use cocktail_common::{Input, TestSet, Zoo};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+
+#[derive(Debug, Parser)]
+struct Args {
+    #[command(subcommand)]
+    target: Target,
+}
+
+#[derive(Debug, Subcommand)]
+enum Target {
+    /// Cocktail: a master plus one worker per model on loopback, started here as
+    /// master-bench starts them, and stopped at the end.
+    Cocktail {
+        /// One worker per model.
+        #[arg(long, value_delimiter = ',', default_value = "cnn_med,mlp_med,lenet")]
+        models: Vec<String>,
+        #[command(flatten)]
+        load: Load,
+    },
+    /// A system already answering at `--url`, whose processes are given.
+    Url {
+        /// The inference URL, e.g. http://127.0.0.1:28000/v2/models/fashion/infer.
+        #[arg(long)]
+        url: String,
+        /// Its name in the table.
+        #[arg(long)]
+        system: String,
+        /// Count every process of this Unix session (and their descendants).
+        #[arg(long)]
+        session: Option<i32>,
+        /// Count these processes (and their descendants).
+        #[arg(long, value_delimiter = ',')]
+        pids: Vec<i32>,
+        #[command(flatten)]
+        load: Load,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct Load {
+    /// Closed-loop clients.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Measured requests.
+    #[arg(long, default_value_t = 2000)]
+    requests: usize,
+    /// Requests before the measured ones (connections, caches, lazy initialisation).
+    #[arg(long, default_value_t = 200)]
+    warmup: usize,
+    /// Count an answer as an error unless `parameters.models` names this many members.
+    #[arg(long)]
+    expect_models: Option<usize>,
+    /// The request `parameters` (JSON); the default makes Cocktail's master use every
+    /// worker (a latency target all three meet, an accuracy no subset reaches) and vote
+    /// by majority.
+    #[arg(
+        long,
+        default_value = r#"{"latency_ms": 100, "accuracy": 0.95, "scheme": "majority"}"#
+    )]
+    parameters: String,
+    /// Print the table's header first.
+    #[arg(long)]
+    header: bool,
+}
+
+/// The URL and processes of the system under test; whatever it started stops on drop.
+struct System {
+    name: String,
+    url: String,
+    client: reqwest::Client,
+    processes: ProcessSet,
+    _children: Vec<tokio::process::Child>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let (system, load) = match args.target {
+        Target::Cocktail { models, load } => (start_cocktail(&models).await?, load),
+        Target::Url {
+            url,
+            system,
+            session,
+            pids,
+            load,
+        } => {
+            if session.is_none() && pids.is_empty() {
+                bail!("give the system's processes: --session SID or --pids PID,...");
+            }
+            let system = System {
+                name: system,
+                url,
+                client: reqwest::Client::builder().build()?,
+                processes: ProcessSet { session, pids },
+                _children: Vec::new(),
+            };
+            (system, load)
+        }
+    };
+    anyhow::ensure!(load.concurrency > 0, "--concurrency must be at least 1");
+    let parameters: Value =
+        serde_json::from_str(&load.parameters).context("--parameters is not JSON")?;
+    let requests = Arc::new(requests(&parameters)?);
+
+    let warm = drive(&system, &requests, &load, load.warmup, "warm-up").await;
+    if warm.ok == 0 && load.warmup > 0 {
+        bail!(
+            "{}: no warm-up request succeeded: {}",
+            system.name,
+            warm.first_error.as_deref().unwrap_or("no answer")
+        );
+    }
+    if load.header {
+        println!(
+            "| system | concurrency | requests | errors | req/s | p50 (ms) | p99 (ms) | CPU ms/req | PSS (MiB) | RSS (MiB) | processes | accuracy |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    }
+    let before = system.processes.cpu_ticks();
+    let run = drive(&system, &requests, &load, load.requests, "measured").await;
+    let after = system.processes.cpu_ticks();
+    let memory = system.processes.memory();
+
+    let ticks: u64 = after
+        .iter()
+        .map(|(pid, t)| t.saturating_sub(before.get(pid).copied().unwrap_or(0)))
+        .sum();
+    let cpu_ms = ticks as f64 * 1e3 / clock_ticks_per_second() as f64;
+    let vanished = before.keys().filter(|p| !after.contains_key(p)).count();
+    if vanished > 0 {
+        eprintln!("{vanished} process(es) ended during the run; their CPU time is not counted");
+    }
+    if let Some(error) = &run.first_error {
+        eprintln!(
+            "{}: {} error(s), the first: {error}",
+            system.name, run.errors
+        );
+    }
+    let mut latencies = run.latencies;
+    let summary = Summary::of(&mut latencies);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "| {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {} | {:.3} |",
+        system.name,
+        load.concurrency,
+        run.ok + run.errors,
+        run.errors,
+        run.ok as f64 / run.elapsed.as_secs_f64(),
+        ms(summary.p50),
+        ms(summary.p99),
+        cpu_ms / run.ok.max(1) as f64,
+        memory.pss_kib as f64 / 1024.0,
+        memory.rss_kib as f64 / 1024.0,
+        memory.processes,
+        run.correct as f64 / run.ok.max(1) as f64,
+    );
+    Ok(())
+}
+
+/// A master and one worker per model, as master-bench starts them.
+async fn start_cocktail(models: &[String]) -> anyhow::Result<System> {
+    let (master, url) = start(
+        "cocktail-master",
+        &[
+            "--port",
+            "0",
+            "--latency-margin-ms",
+            "0",
+            "--deadline-grace-ms",
+            "1000",
+        ],
+    )
+    .await?;
+    let mut children = vec![master];
+    for model in models {
+        let (worker, _) = start(
+            "cocktail-worker",
+            &[
+                "--model",
+                model,
+                "--port",
+                "0",
+                "--threads",
+                "1",
+                "--master",
+                &url,
+            ],
+        )
+        .await?;
+        children.push(worker);
+    }
+    let client = admin_client()?;
+    wait_for_workers(&client, &url, models.len()).await?;
+    let pids = children
+        .iter()
+        .filter_map(|c| c.id())
+        .filter_map(|id| i32::try_from(id).ok())
+        .collect();
+    Ok(System {
+        name: "Cocktail".into(),
+        url: format!("{url}/v2/models/fashion/infer"),
+        client,
+        processes: ProcessSet {
+            session: None,
+            pids,
+        },
+        _children: children,
+    })
+}
+
+async fn wait_for_workers(client: &reqwest::Client, url: &str, count: usize) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed: Value = client
+            .get(format!("{url}/v1/workers"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        if listed["workers"].as_array().map_or(0, Vec::len) >= count {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "workers did not register within a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One request body per test image with its label, serialised once.
+fn requests(parameters: &Value) -> anyhow::Result<Vec<(Vec<u8>, usize)>> {
+    let zoo = Zoo::load(Zoo::locate(None)?)?;
+    let test_set = TestSet::load(&zoo, "fashion")?;
+    test_set
+        .items
+        .iter()
+        .zip(&test_set.labels)
+        .take(256)
+        .filter_map(|(item, &label)| match item {
+            Input::Image(image) => Some((image, label)),
+            Input::Text(_) => None,
+        })
+        .map(|(image, label)| {
+            let body = json!({
+                "inputs": [{ "name": "image", "shape": [1], "datatype": "BYTES", "data": [png_base64(image)?] }],
+                "parameters": parameters,
+            });
+            Ok((serde_json::to_vec(&body)?, label))
+        })
+        .collect()
+}
+
+/// What one phase of closed-loop load measured.
+#[derive(Debug, Default)]
+struct Run {
+    ok: usize,
+    errors: usize,
+    /// Answers whose class is the image's label.
+    correct: usize,
+    first_error: Option<String>,
+    latencies: Vec<Duration>,
+    elapsed: Duration,
+}
+
+/// Sends `total` requests from `load.concurrency` closed-loop clients.
+async fn drive(
+    system: &System,
+    requests: &Arc<Vec<(Vec<u8>, usize)>>,
+    load: &Load,
+    total: usize,
+    phase: &'static str,
+) -> Run {
+    let bar = ProgressBar::new(total as u64).with_style(
+        ProgressStyle::with_template("{msg:>24} [{bar:30}] {pos}/{len} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(format!("{} c={} {phase}", system.name, load.concurrency));
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..load.concurrency)
+        .map(|_| {
+            let (client, url, requests, next, bar) = (
+                system.client.clone(),
+                system.url.clone(),
+                Arc::clone(requests),
+                Arc::clone(&next),
+                bar.clone(),
+            );
+            let expect_models = load.expect_models;
+            tokio::spawn(async move {
+                let mut run = Run::default();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= total {
+                        break;
+                    }
+                    let (body, label) = &requests[i % requests.len()];
+                    let sent = Instant::now();
+                    match call(&client, &url, body.clone(), expect_models).await {
+                        Ok(class) => {
+                            run.latencies.push(sent.elapsed());
+                            run.ok += 1;
+                            run.correct += usize::from(class == *label);
+                        }
+                        Err(e) => {
+                            run.errors += 1;
+                            run.first_error.get_or_insert_with(|| format!("{e:#}"));
+                        }
+                    }
+                    bar.inc(1);
+                }
+                run
+            })
+        })
+        .collect();
+    let mut all = Run::default();
+    for task in tasks {
+        match task.await {
+            Ok(run) => {
+                all.ok += run.ok;
+                all.errors += run.errors;
+                all.correct += run.correct;
+                all.latencies.extend(run.latencies);
+                if all.first_error.is_none() {
+                    all.first_error = run.first_error;
+                }
+            }
+            Err(e) => {
+                all.first_error
+                    .get_or_insert_with(|| format!("client task: {e}"));
+            }
+        }
+    }
+    all.elapsed = started.elapsed();
+    bar.finish_and_clear();
+    all
+}
+
+/// One request; the answered class, or why the answer does not count.
+async fn call(
+    client: &reqwest::Client,
+    url: &str,
+    body: Vec<u8>,
+    expect_models: Option<usize>,
+) -> anyhow::Result<usize> {
+    let response = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .send()
+        .await?;
+    let status = response.status();
+    let bytes = response.bytes().await?;
+    if status != reqwest::StatusCode::OK {
+        bail!("{status}: {}", String::from_utf8_lossy(&bytes));
+    }
+    let answer: Value = serde_json::from_slice(&bytes).context("answer is not JSON")?;
+    if let Some(expected) = expect_models {
+        let members = answer["parameters"]["models"]
+            .as_array()
+            .map_or(0, Vec::len);
+        anyhow::ensure!(
+            members == expected,
+            "the answer names {members} members in parameters.models, not {expected}"
+        );
+    }
+    let class = answer["outputs"]
+        .as_array()
+        .and_then(|outputs| outputs.iter().find(|o| o["name"] == "class"))
+        .and_then(|o| o["data"][0].as_u64())
+        .context("no `class` output")?;
+    Ok(usize::try_from(class)?)
+}
+
+/// The processes a system runs as: whole Unix sessions and process trees, read from
+/// `/proc` each time, so that processes the system starts during a run are counted.
+#[derive(Debug)]
+struct ProcessSet {
+    session: Option<i32>,
+    pids: Vec<i32>,
+}
+
+/// The fields of `/proc/PID/stat` used here.
+#[derive(Debug, Clone, Copy)]
+struct Stat {
+    ppid: i32,
+    session: i32,
+    /// utime + stime, in clock ticks.
+    cpu_ticks: u64,
+}
+
+/// Parses `/proc/PID/stat`; the command name in parentheses may hold spaces and `)`.
+fn parse_stat(text: &str) -> Option<Stat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state): ppid is field 4, session 6, utime 14, stime 15.
+    let field = |n: usize| fields.get(n - 3).copied();
+    Some(Stat {
+        ppid: field(4)?.parse().ok()?,
+        session: field(6)?.parse().ok()?,
+        cpu_ticks: field(14)?.parse::<u64>().ok()? + field(15)?.parse::<u64>().ok()?,
+    })
+}
+
+fn all_stats() -> BTreeMap<i32, Stat> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return BTreeMap::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let text = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            Some((pid, parse_stat(&text)?))
+        })
+        .collect()
+}
+
+/// The members of `session`, `roots`, and every descendant of either.
+fn members(stats: &BTreeMap<i32, Stat>, session: Option<i32>, roots: &[i32]) -> BTreeSet<i32> {
+    let mut chosen: BTreeSet<i32> = roots
+        .iter()
+        .copied()
+        .filter(|p| stats.contains_key(p))
+        .collect();
+    if let Some(session) = session {
+        chosen.extend(
+            stats
+                .iter()
+                .filter(|(_, s)| s.session == session)
+                .map(|(&p, _)| p),
+        );
+    }
+    let mut children: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    for (&pid, stat) in stats {
+        children.entry(stat.ppid).or_default().push(pid);
+    }
+    let mut stack: Vec<i32> = chosen.iter().copied().collect();
+    while let Some(pid) = stack.pop() {
+        for &child in children.get(&pid).map_or(&[][..], Vec::as_slice) {
+            if chosen.insert(child) {
+                stack.push(child);
+            }
+        }
+    }
+    chosen
+}
+
+/// Summed memory of a process set.
+#[derive(Debug, Default)]
+struct Memory {
+    processes: usize,
+    pss_kib: u64,
+    rss_kib: u64,
+}
+
+/// The `kB` value of the line starting with `key` in a `/proc` status-like file.
+fn kib(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+impl ProcessSet {
+    fn current(&self, stats: &BTreeMap<i32, Stat>) -> BTreeSet<i32> {
+        members(stats, self.session, &self.pids)
+    }
+
+    /// utime + stime of each current member, in clock ticks.
+    fn cpu_ticks(&self) -> BTreeMap<i32, u64> {
+        let stats = all_stats();
+        self.current(&stats)
+            .into_iter()
+            .filter_map(|pid| Some((pid, stats.get(&pid)?.cpu_ticks)))
+            .collect()
+    }
+
+    /// PSS (`smaps_rollup`, shared pages divided among their users) and RSS (`status`)
+    /// summed over the current members.
+    fn memory(&self) -> Memory {
+        let mut memory = Memory::default();
+        for pid in self.current(&all_stats()) {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let rss = kib(&status, "VmRSS:").unwrap_or(0);
+            let rollup =
+                std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+            memory.processes += 1;
+            memory.rss_kib += rss;
+            // Without smaps_rollup (older kernels, no permission) RSS stands in for PSS.
+            memory.pss_kib += kib(&rollup, "Pss:").unwrap_or(rss);
+        }
+        memory
+    }
+}
+
+/// `getconf CLK_TCK`: the unit of utime and stime (USER_HZ, 100 on Linux).
+fn clock_ticks_per_second() -> u64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .filter(|&ticks| ticks > 0)
+        .unwrap_or(100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_after_a_command_name_with_spaces_and_parentheses() {
+        let line =
+            "42 (ray::Serve (x) y) S 7 42 40 0 -1 4194560 100 0 0 0 250 31 0 0 20 0 9 0 1 2 3";
+        let stat = parse_stat(line).unwrap();
+        assert_eq!((stat.ppid, stat.session, stat.cpu_ticks), (7, 40, 281));
+        assert!(parse_stat("42 (broken").is_none());
+    }
+
+    #[test]
+    fn members_are_the_session_the_roots_and_their_descendants() {
+        let stat = |ppid, session| Stat {
+            ppid,
+            session,
+            cpu_ticks: 0,
+        };
+        // 10 leads session 10 and has a child 11 that opened session 11 with child 12;
+        // 20 is a root with child 21; 30 is unrelated.
+        let stats = BTreeMap::from([
+            (10, stat(1, 10)),
+            (11, stat(10, 11)),
+            (12, stat(11, 11)),
+            (20, stat(1, 20)),
+            (21, stat(20, 20)),
+            (30, stat(1, 30)),
+        ]);
+        assert_eq!(
+            members(&stats, Some(10), &[20, 99]),
+            BTreeSet::from([10, 11, 12, 20, 21])
+        );
+        assert_eq!(members(&stats, None, &[]), BTreeSet::new());
+    }
+
+    #[test]
+    fn kib_reads_the_value_of_a_key() {
+        let text = "Rss:  10 kB\nPss:  7 kB\n";
+        assert_eq!((kib(text, "Pss:"), kib(text, "Swap:")), (Some(7), None));
+    }
+}
