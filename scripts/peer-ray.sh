@@ -15,6 +15,10 @@
 #
 #   scripts/peer-ray.sh [--requests N] [--warmup N] [--concurrency 1,8,32]
 #                       [--systems cocktail,ray,ray-haproxy] [--port P] [--gcs-port P]
+#                       [--out DIR]
+#
+# With --out DIR the report is also written to DIR/measured/ray-serve.md, which
+# docs/results.md includes (`--out docs`).
 #
 # Defaults: 2,000 measured requests after 200 warm-up ones per row (about 7 minutes on
 # a 2-core machine once built: half of it Ray starting and stopping six times, most of
@@ -28,6 +32,7 @@ SYSTEMS="cocktail,ray,ray-haproxy"
 PORT=28000      # Serve's HTTP port (outside Ray's worker port range, 10002-19999)
 GCS_PORT=26379  # not Redis's 6379, which the tests use
 RAY_VERSION="${RAY_VERSION:-2.60.0}"
+REPORT=/dev/null
 while [ $# -gt 0 ]; do
   case "$1" in
     --requests) REQUESTS="$2"; shift 2 ;;
@@ -36,6 +41,7 @@ while [ $# -gt 0 ]; do
     --systems) SYSTEMS="$2"; shift 2 ;;
     --port) PORT="$2"; shift 2 ;;
     --gcs-port) GCS_PORT="$2"; shift 2 ;;
+    --out) mkdir -p "$2/measured"; REPORT="$(cd "$2" && pwd)/measured/ray-serve.md"; shift 2 ;;
     -h|--help) sed -n '2,/^source/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -166,6 +172,7 @@ done
 # --- Report ------------------------------------------------------------------------
 RAY_REPORTED=$("$PY" -c 'import ray; print(ray.__version__)')
 echo
+{
 echo "Fashion ensemble cnn_med + mlp_med + lenet (majority vote), one replica/worker per"
 echo "model, ONNX Runtime $ORT_VERSION with 1 intra-op thread; Ray $RAY_REPORTED; $(nproc) cores;"
 echo "closed loop, $WARMUP warm-up + $REQUESTS measured requests per row, one base64 PNG each."
@@ -194,3 +201,6 @@ awk -F'|' '
   }' "$ROWS"
 echo
 echo "Throughput above 1× and p99 and CPU below 1× favour Cocktail."
+echo
+echo "Reproduce: \`scripts/peer-ray.sh --out docs\`."
+} | tee "$REPORT"

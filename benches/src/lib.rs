@@ -5,6 +5,7 @@ pub mod hetero;
 pub mod loadgen;
 pub mod plots;
 pub mod process;
+pub mod procfs;
 pub mod report;
 pub mod results;
 pub mod sim;

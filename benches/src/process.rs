@@ -39,6 +39,17 @@ pub fn admin_client() -> anyhow::Result<reqwest::Client> {
     Ok(net::client(None, Some(&secrets()?.admin))?.build()?)
 }
 
+/// The flags of a benchmark's master: a free port, no latency margin, and member
+/// deadlines long enough that a busy 2-core machine does not turn into failed requests.
+pub const MASTER_FLAGS: &[&str] = &[
+    "--port",
+    "0",
+    "--latency-margin-ms",
+    "0",
+    "--deadline-grace-ms",
+    "1000",
+];
+
 /// Starts `name` with `args` and this run's [`secrets`], and returns it with the URL
 /// from its first stdout line; the child is killed when dropped.
 pub async fn start(name: &str, args: &[&str]) -> anyhow::Result<(Child, String)> {
@@ -102,4 +113,29 @@ pub fn png_base64(image: &cocktail_common::testset::GreyImage) -> anyhow::Result
         image::ImageFormat::Png,
     )?;
     Ok(BASE64.encode(bytes))
+}
+
+/// Waits until `count` workers are registered with the master at `url` (a minute at most).
+pub async fn wait_for_workers(
+    client: &reqwest::Client,
+    url: &str,
+    count: usize,
+) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let listed: serde_json::Value = client
+            .get(format!("{url}/v1/workers"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        if listed["workers"].as_array().map_or(0, Vec::len) >= count {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "workers did not register within a minute"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

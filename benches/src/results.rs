@@ -283,35 +283,60 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
         rmse: &rmse,
     });
     let mixed = hetero::study::run(zoo, &plots_dir, &data_dir, hetero::study::Scale::FULL)?;
-    let reliability = measured(out)?;
+    let reliability = measured(out, RELIABILITY, &RELIABILITY_FRAGMENTS)?;
+    let wire = measured(out, WIRE, &WIRE_FRAGMENTS)?;
     std::fs::write(
         out.join("results.md"),
-        format!("{page}\n{mixed}\n{reliability}"),
+        format!("{page}\n{mixed}\n{reliability}\n{wire}"),
     )?;
     Ok(())
 }
 
+/// A fragment measured live: its title, its file under `out/measured/`, the tool that
+/// writes it.
+type Fragment = (&'static str, &'static str, &'static str);
+
+const RELIABILITY: &str = "## Reliability (measured live)\n\nNot simulated: each part below comes from the tool named in it \
+     and is kept in `docs/measured/`; the chaos scenarios (workers killed and hung, the master \
+     restarted, Redis and MongoDB down) are tests, `tests/tests/chaos.rs`.\n";
+
+const RELIABILITY_FRAGMENTS: [Fragment; 2] = [
+    (
+        "Soak: memory and descriptors under steady load",
+        "soak.md",
+        "`target/release/soak-bench --out docs`",
+    ),
+    (
+        "Fuzzing the parsers of untrusted bytes",
+        "fuzzing.md",
+        "`scripts/fuzz.sh`",
+    ),
+];
+
+const WIRE: &str = "## Speed on the wire (measured live)\n\nNot simulated: real processes on this \
+     2-core machine, each part from the tool named in it, kept in `docs/measured/`. Standard OIP \
+     clients (tritonclient over HTTP, binary and JSON, and gRPC) are tested in \
+     `tests/tests/oip_clients.rs`; the protocol is in `docs/oip.md`.\n";
+
+const WIRE_FRAGMENTS: [Fragment; 2] = [
+    (
+        "Cocktail-rs and Ray Serve side by side",
+        "ray-serve.md",
+        "`scripts/peer-ray.sh --out docs`",
+    ),
+    (
+        "The master-to-worker hop: binary against JSON",
+        "wire.md",
+        "`target/release/master-bench --out docs`",
+    ),
+];
+
 /// The figures measured on live processes by their own tools rather than simulated:
-/// each writes a markdown fragment under `out/measured/`, included here as it is.
-fn measured(out: &Path) -> anyhow::Result<String> {
-    const FRAGMENTS: [(&str, &str, &str); 2] = [
-        (
-            "Soak: memory and descriptors under steady load",
-            "soak.md",
-            "`target/release/soak-bench --out docs`",
-        ),
-        (
-            "Fuzzing the parsers of untrusted bytes",
-            "fuzzing.md",
-            "`scripts/fuzz.sh`",
-        ),
-    ];
-    let mut s = String::from(
-        "## Reliability (measured live)\n\nNot simulated: each part below comes from the tool named in it \
-         and is kept in `docs/measured/`; the chaos scenarios (workers killed and hung, the master \
-         restarted, Redis and MongoDB down) are tests, `tests/tests/chaos.rs`.\n",
-    );
-    for (title, file, tool) in FRAGMENTS {
+/// each writes a markdown fragment under `out/measured/`, included under `heading` as it
+/// is.
+fn measured(out: &Path, heading: &str, fragments: &[Fragment]) -> anyhow::Result<String> {
+    let mut s = String::from(heading);
+    for (title, file, tool) in fragments {
         let path = out.join("measured").join(file);
         let body = match std::fs::read_to_string(&path) {
             Ok(body) => body,

@@ -39,6 +39,17 @@ pub fn binary(name: &str) -> PathBuf {
 pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef";
 pub const CLUSTER_SECRET: &str = "test-cluster-secret-0123456789abcdef";
 
+/// Master flags for tests about what is answered, not how fast: no latency margin,
+/// generous member deadlines, no pseudo-labelling calls.
+pub const RELAXED: &[&str] = &[
+    "--latency-margin-ms",
+    "0",
+    "--deadline-grace-ms",
+    "10000",
+    "--pseudo-label-every",
+    "0",
+];
+
 /// A client that presents the tests' admin token on every request.
 pub fn admin_client() -> reqwest::Client {
     bearer_client(ADMIN_TOKEN)

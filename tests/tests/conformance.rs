@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use cocktail_tests::cluster::{ADMIN_TOKEN, CLUSTER_SECRET, Cluster, Process};
+use cocktail_tests::cluster::{ADMIN_TOKEN, CLUSTER_SECRET, Cluster, Process, RELAXED};
 use cocktail_tests::workspace_root;
 use tokio::process::Command;
 
@@ -39,16 +39,6 @@ const CONTROLLER: &str = "^/v1/(pools|instances|decisions|mix-decisions|cost)";
 
 /// The fastest model of each task: a worker per task keeps every task ready.
 const WORKERS: &[&str] = &["linear", "boe_tiny"];
-
-/// Generous deadlines: the test is about what is answered, not how fast.
-const RELAXED: &[&str] = &[
-    "--latency-margin-ms",
-    "0",
-    "--deadline-grace-ms",
-    "10000",
-    "--pseudo-label-every",
-    "0",
-];
 
 /// Runs schemathesis with every check against the API at `base`, limited to the paths
 /// `filter` selects, and fails the test with its report when it finds anything.

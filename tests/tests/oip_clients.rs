@@ -19,23 +19,13 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use cocktail_tests::cluster::{Cluster, eventually, free_port};
+use cocktail_tests::cluster::{Cluster, RELAXED, eventually, free_port};
 use cocktail_tests::workspace_root;
 use tokio::process::Command;
 
 /// One fast model per task, each right on at least 14 of the 16 test items the script
 /// sends (models/predictions), so "at least 12 of 16 right" holds with room to spare.
 const WORKERS: &[&str] = &["mlp_med", "boe"];
-
-/// Generous deadlines: the tests are about what is answered, not how fast.
-const RELAXED: &[&str] = &[
-    "--latency-margin-ms",
-    "0",
-    "--deadline-grace-ms",
-    "10000",
-    "--pseudo-label-every",
-    "0",
-];
 
 /// How the script reaches the master.
 struct Target<'a> {

@@ -96,8 +96,7 @@ impl Worker {
         } else {
             None
         };
-        let batcher =
-            BatcherHandle::spawn(
+        let batcher = BatcherHandle::spawn(
             Box::new(backend),
             Arc::clone(&preprocessor),
             policy,

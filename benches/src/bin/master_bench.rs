@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use cocktail_benches::process::{admin_client, png_base64, start};
+use cocktail_benches::process::{MASTER_FLAGS, admin_client, png_base64, start, wait_for_workers};
+use cocktail_benches::procfs::{ProcessSet, cpu_between};
 use cocktail_benches::stats::{Summary, us};
 use cocktail_common::{Input, TestSet, Zoo};
 use indicatif::ProgressBar;
@@ -34,6 +35,9 @@ struct Args {
     /// Member wires to compare, each with a master and workers of its own.
     #[arg(long, value_delimiter = ',', default_value = "binary,json")]
     wires: Vec<String>,
+    /// Also write the table to `OUT/measured/wire.md` (docs/results.md includes it).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
     /// Extra flags for every worker, e.g. `--worker-arg=--idle-poll-us=200`.
     #[arg(long = "worker-arg", allow_hyphen_values = true)]
     worker_args: Vec<String>,
@@ -59,48 +63,55 @@ async fn main() -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let pngs = Arc::new(pngs);
 
-    println!(
-        "{} worker(s) ({}), {} requests per row, one base64 PNG per request\n",
+    let mut table = format!(
+        "{} worker(s) ({}), {} requests per row, one base64 PNG per request from a JSON \
+         client; CPU is the master's and the workers' (`target/release/master-bench --out docs`).\n\n\
+         | member wire | constraint | concurrency | members | req/s | CPU per request (µs) | client p50 (µs) | wait p50 (µs) | master p50 (µs) | master p99 (µs) | target p50 ≤ 50, p99 ≤ 250 |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
         args.models.len(),
         args.models.join(", "),
         args.requests
     );
-    println!(
-        "| member wire | constraint | concurrency | members | req/s | CPU per request (µs) | client p50 (µs) | wait p50 (µs) | master p50 (µs) | master p99 (µs) | target p50 ≤ 50, p99 ≤ 250 |"
-    );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    print!("{table}");
     for wire in &args.wires {
-        bench_wire(&args, wire, &pngs).await?;
+        for row in bench_wire(&args, wire, &pngs).await? {
+            println!("{row}");
+            table.push_str(&row);
+            table.push('\n');
+        }
+    }
+    if let Some(out) = &args.out {
+        let dir = out.join("measured");
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("wire.md"), table)?;
     }
     Ok(())
 }
 
-/// One master with `--member-wire wire` and its workers, every row.
-async fn bench_wire(args: &Args, wire: &str, pngs: &Arc<Vec<String>>) -> anyhow::Result<()> {
-    let (master, url) = start(
-        "cocktail-master",
-        &[
-            "--port",
-            "0",
-            "--latency-margin-ms",
-            "0",
-            "--deadline-grace-ms",
-            "1000",
-            "--member-wire",
-            wire,
-        ],
-    )
-    .await?;
+/// One master with `--member-wire wire` and its workers: the table's rows.
+async fn bench_wire(
+    args: &Args,
+    wire: &str,
+    pngs: &Arc<Vec<String>>,
+) -> anyhow::Result<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut master_args = MASTER_FLAGS.to_vec();
+    master_args.extend(["--member-wire", wire]);
+    let (master, url) = start("cocktail-master", &master_args).await?;
     let mut workers = Vec::new();
     for model in &args.models {
         let mut worker_args = vec!["--model", model, "--port", "0", "--master", &url];
         worker_args.extend(args.worker_args.iter().map(String::as_str));
         workers.push(start("cocktail-worker", &worker_args).await?);
     }
-    let pids: Vec<u32> = std::iter::once(&master)
-        .chain(workers.iter().map(|(child, _)| child))
-        .filter_map(tokio::process::Child::id)
-        .collect();
+    let processes = ProcessSet {
+        session: None,
+        pids: std::iter::once(&master)
+            .chain(workers.iter().map(|(child, _)| child))
+            .filter_map(tokio::process::Child::id)
+            .filter_map(|pid| i32::try_from(pid).ok())
+            .collect(),
+    };
     let client = admin_client()?;
     wait_for_workers(&client, &url, args.models.len()).await?;
 
@@ -117,7 +128,7 @@ async fn bench_wire(args: &Args, wire: &str, pngs: &Arc<Vec<String>>) -> anyhow:
     let infer_url = format!("{url}/v2/models/fashion/infer");
     for scenario in &scenarios {
         for &concurrency in &args.concurrency {
-            let cpu_before = cpu_time(&pids);
+            let cpu_before = processes.cpu_ticks();
             let run = run(
                 &client,
                 &infer_url,
@@ -127,7 +138,7 @@ async fn bench_wire(args: &Args, wire: &str, pngs: &Arc<Vec<String>>) -> anyhow:
                 args.requests,
             )
             .await?;
-            let cpu = cpu_time(&pids).saturating_sub(cpu_before);
+            let cpu = cpu_between(&cpu_before, &processes.cpu_ticks());
             let (mut client_t, mut wait, mut own) = (run.client, run.wait, run.own);
             let cpu_per_request = cpu / (client_t.len() + WARM_UP) as u32;
             let (c, w, o) = (
@@ -136,7 +147,7 @@ async fn bench_wire(args: &Args, wire: &str, pngs: &Arc<Vec<String>>) -> anyhow:
                 Summary::of(&mut own),
             );
             let met = o.p50 <= Duration::from_micros(50) && o.p99 <= Duration::from_micros(250);
-            println!(
+            rows.push(format!(
                 "| {wire} | {} | {concurrency} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
                 scenario.name,
                 run.members,
@@ -147,53 +158,16 @@ async fn bench_wire(args: &Args, wire: &str, pngs: &Arc<Vec<String>>) -> anyhow:
                 us(o.p50),
                 us(o.p99),
                 if met { "met" } else { "not met" }
-            );
+            ));
         }
     }
     drop(workers);
     drop(master);
-    Ok(())
+    Ok(rows)
 }
 
 /// Requests sent before the measured ones in each row (their CPU time is counted too).
 const WARM_UP: usize = 64;
-
-/// User and system CPU time the processes have used so far (`/proc/PID/stat`, in clock
-/// ticks of 10 ms: rows of thousands of requests make that fine enough).
-fn cpu_time(pids: &[u32]) -> Duration {
-    let ticks: u64 = pids
-        .iter()
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
-        .filter_map(|stat| {
-            // The fields after the command name, which may hold spaces, in parentheses.
-            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-            let user: u64 = fields.get(11)?.parse().ok()?;
-            let system: u64 = fields.get(12)?.parse().ok()?;
-            Some(user + system)
-        })
-        .sum();
-    Duration::from_millis(ticks * 10)
-}
-
-async fn wait_for_workers(client: &reqwest::Client, url: &str, count: usize) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let listed: Value = client
-            .get(format!("{url}/v1/workers"))
-            .send()
-            .await?
-            .json()
-            .await?;
-        if listed["workers"].as_array().map_or(0, Vec::len) >= count {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "workers did not register within a minute"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 struct Run {
     rps: f64,
