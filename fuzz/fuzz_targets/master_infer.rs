@@ -18,7 +18,10 @@ use cocktail_master::request::{MAX_ITEMS, MAX_LATENCY_MS, MemberWire, parse_infe
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    for (task, (body, header)) in TASKS.values().flat_map(|t| bodies(data).into_iter().map(move |b| (t, b))) {
+    for (task, (body, header)) in TASKS
+        .values()
+        .flat_map(|t| bodies(data).into_iter().map(move |b| (t, b)))
+    {
         match parse_infer(task, body, header, MemberWire::Binary) {
             Ok(request) => {
                 assert!(
@@ -26,9 +29,13 @@ fuzz_target!(|data: &[u8]| {
                     "{}",
                     request.items
                 );
-                let member = binary::decode_request(request.member.body.clone(), request.member.header)
-                    .expect("the members get a body they can read");
-                assert!(member.inputs.iter().all(|i| i.raw.is_some()), "the members get binary tensors");
+                let member =
+                    binary::decode_request(request.member.body.clone(), request.member.header)
+                        .expect("the members get a body they can read");
+                assert!(
+                    member.inputs.iter().all(|i| i.raw.is_some()),
+                    "the members get binary tensors"
+                );
                 let c = request.constraint;
                 assert!(
                     c.latency_ms > 0.0 && c.latency_ms <= MAX_LATENCY_MS,

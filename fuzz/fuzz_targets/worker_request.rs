@@ -18,7 +18,10 @@ use cocktail_worker::{Batch, Preprocessor};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    for (pre, (body, header)) in [&*IMAGE, &*TEXT].into_iter().flat_map(|p| bodies(data).into_iter().map(move |b| (p, b))) {
+    for (pre, (body, header)) in [&*IMAGE, &*TEXT]
+        .into_iter()
+        .flat_map(|p| bodies(data).into_iter().map(move |b| (p, b)))
+    {
         match parse_body(body, false, header, pre) {
             Ok((prepared, _request)) => check(&prepared, pre),
             Err(e) => assert!(e.status_code().is_client_error(), "{e} is not a 4xx"),

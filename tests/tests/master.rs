@@ -689,7 +689,9 @@ async fn bad_inputs_get_a_4xx_naming_the_field() {
             r#"{{"inputs":[{{"name":"{name}","shape":{shape},"datatype":"{datatype}","parameters":{{"binary_data_size":{size}}}}}],"parameters":{{"latency_ms":5,"accuracy":0.5}}{outputs}}}"#
         )
     };
-    let cases: Vec<(&str, String, Vec<u8>, Option<usize>, &str)> = vec![
+    // (case, JSON header, binary tail, header length if not the JSON's, what the error names)
+    type Case<'a> = (&'a str, String, Vec<u8>, Option<usize>, &'a str);
+    let cases: Vec<Case> = vec![
         (
             "header length beyond the body",
             header(framed.len(), "image", "BYTES", "[1]", ""),

@@ -269,17 +269,16 @@ pub fn answer(
     request: &super::InferRequest,
     outputs: Vec<Output>,
 ) -> Result<Vec<ResponseOutput>, WireError> {
-    if let Some(asked) = &request.outputs {
-        if let Some(unknown) = asked
+    if let Some(asked) = &request.outputs
+        && let Some(unknown) = asked
             .iter()
             .find(|a| !outputs.iter().any(|o| o.name == a.name))
-        {
-            let names: Vec<&str> = outputs.iter().map(|o| o.name).collect();
-            return Err(WireError::invalid(
-                "outputs",
-                format!("names `{}`; the outputs are {names:?}", unknown.name),
-            ));
-        }
+    {
+        let names: Vec<&str> = outputs.iter().map(|o| o.name).collect();
+        return Err(WireError::invalid(
+            "outputs",
+            format!("names `{}`; the outputs are {names:?}", unknown.name),
+        ));
     }
     Ok(outputs
         .into_iter()

@@ -132,6 +132,19 @@ pub fn require_bearer(doc: &mut Value, scheme: &str, description: &str, open: &[
     }
 }
 
+/// A 200 with an OIP body: JSON, or JSON then binary tensors with the
+/// `Inference-Header-Content-Length` header when `header` gives the JSON's length.
+pub fn oip_body(header: Option<usize>) -> actix_web::HttpResponseBuilder {
+    let mut response = HttpResponse::Ok();
+    match header {
+        Some(length) => response
+            .content_type("application/octet-stream")
+            .insert_header((cocktail_common::oip::binary::HEADER_LENGTH, length)),
+        None => response.content_type("application/json"),
+    };
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use actix_web::test::{TestRequest, call_service, init_service, read_body_json};
@@ -191,17 +204,4 @@ mod tests {
         assert_eq!(properties["model"]["enum"], json!(["linear"]));
         assert_eq!(properties["url"], json!({ "type": "string" }));
     }
-}
-
-/// A 200 with an OIP body: JSON, or JSON then binary tensors with the
-/// `Inference-Header-Content-Length` header when `header` gives the JSON's length.
-pub fn oip_body(header: Option<usize>) -> actix_web::HttpResponseBuilder {
-    let mut response = HttpResponse::Ok();
-    match header {
-        Some(length) => response
-            .content_type("application/octet-stream")
-            .insert_header((cocktail_common::oip::binary::HEADER_LENGTH, length)),
-        None => response.content_type("application/json"),
-    };
-    response
 }
