@@ -424,6 +424,10 @@ enum ProviderKind {
 }
 
 fn main() -> ExitCode {
+    // Both of rustls' crypto providers are compiled in (reqwest brings aws-lc-rs), so
+    // rustls cannot pick one for configurations built without one, as the gRPC
+    // endpoint's TLS is: ring, as everywhere else in this process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),

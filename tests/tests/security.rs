@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use cocktail_tests::cluster::{
     ADMIN_TOKEN, CLUSTER_SECRET, Cluster, Process, admin_client, bearer_client, eventually,
-    png_base64, serving_workers,
+    free_port, png_base64, serving_workers,
 };
 use cocktail_tests::workspace_root;
 use serde_json::{Value, json};
@@ -504,7 +504,13 @@ async fn a_request_travels_over_tls_from_client_to_master_to_worker() {
         "--tls-ca".into(),
         file("ca.pem"),
     ];
-    let mut master_args: Vec<String> = vec!["--port".into(), "0".into()];
+    let grpc_port = free_port();
+    let mut master_args: Vec<String> = vec![
+        "--port".into(),
+        "0".into(),
+        "--grpc-port".into(),
+        grpc_port.to_string(),
+    ];
     master_args.extend(tls.clone());
     let master = Process::start("cocktail-master", &master_args).await;
     assert!(master.url.starts_with("https://"), "{}", master.url);
@@ -563,5 +569,39 @@ async fn a_request_travels_over_tls_from_client_to_master_to_worker() {
             .await
             .is_err()
     );
+    // The gRPC endpoint takes TLS with the same certificate and speaks HTTP/2.
+    let ca = dir.join("ca.pem");
+    let alpn = tokio::task::spawn_blocking(move || grpc_tls_alpn(grpc_port, &ca))
+        .await
+        .unwrap();
+    assert_eq!(alpn.as_deref(), Some(&b"h2"[..]));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A TLS handshake with the gRPC port that trusts only the test CA: the protocol the
+/// server agreed to (ALPN), or `None` when the handshake failed.
+fn grpc_tls_alpn(port: u16, ca: &std::path::Path) -> Option<Vec<u8>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(ca).unwrap())
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let server = ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = rustls::ClientConnection::new(std::sync::Arc::new(config), server).unwrap();
+    let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    while tls.is_handshaking() {
+        tls.complete_io(&mut socket).ok()?;
+    }
+    tls.alpn_protocol().map(<[u8]>::to_vec)
 }
