@@ -134,6 +134,38 @@ impl ApiKeys {
             }),
         }
     }
+
+    /// [`Self::admit`] for a client of the inference endpoints, HTTP or gRPC alike:
+    /// counted per key name, refused as a [`MasterError`]. `needs` says how to present a
+    /// key, for the 401 (built only then).
+    pub fn admit_client(
+        &self,
+        presented: Option<&str>,
+        needs: impl FnOnce() -> String,
+    ) -> Result<(), MasterError> {
+        match self.admit(presented) {
+            Ok(name) => {
+                metrics::counter!("cocktail_master_key_requests_total", "key" => name.to_owned())
+                    .increment(1);
+                Ok(())
+            }
+            Err(Refusal::Unknown) => {
+                metrics::counter!("cocktail_master_unauthorized_total", "realm" => "api-key")
+                    .increment(1);
+                Err(MasterError::Unauthorized {
+                    realm: "api-key",
+                    message: needs(),
+                })
+            }
+            Err(Refusal::OverBudget { name, retry_after }) => {
+                metrics::counter!("cocktail_master_rate_limited_total").increment(1);
+                Err(MasterError::RateLimited {
+                    key: name,
+                    retry_after,
+                })
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,6 @@ use tonic::transport::{Identity, Server, ServerTlsConfig};
 use tonic::{Request, Response, Status};
 
 use crate::access::ApiKeys;
-use crate::access::keys::Refusal;
 use crate::http::present;
 use crate::{Master, MasterError, request};
 
@@ -83,30 +82,9 @@ impl Grpc {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
-        match keys.admit(presented) {
-            Ok(name) => {
-                metrics::counter!("cocktail_master_key_requests_total", "key" => name.to_owned())
-                    .increment(1);
-                Ok(())
-            }
-            Err(Refusal::Unknown) => {
-                metrics::counter!("cocktail_master_unauthorized_total", "realm" => "api-key")
-                    .increment(1);
-                Err(MasterError::Unauthorized {
-                    realm: "api-key",
-                    message:
-                        "ModelInfer needs an API key as `authorization: Bearer <key>` metadata"
-                            .into(),
-                })
-            }
-            Err(Refusal::OverBudget { name, retry_after }) => {
-                metrics::counter!("cocktail_master_rate_limited_total").increment(1);
-                Err(MasterError::RateLimited {
-                    key: name,
-                    retry_after,
-                })
-            }
-        }
+        keys.admit_client(presented, || {
+            "ModelInfer needs an API key as `authorization: Bearer <key>` metadata".into()
+        })
     }
 }
 

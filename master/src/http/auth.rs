@@ -14,7 +14,6 @@ use cocktail_worker::net::{bearer, presents};
 use super::routes::AppState;
 use crate::MasterError;
 use crate::access::Access;
-use crate::access::keys::Refusal;
 
 fn state(request: &HttpRequest) -> Result<&web::Data<AppState>, MasterError> {
     request
@@ -133,21 +132,13 @@ impl FromRequest for Client {
             let Some(keys) = &s.access.keys else {
                 return Ok(Client);
             };
-            match keys.admit(bearer(request)) {
-                Ok(name) => {
-                    metrics::counter!("cocktail_master_key_requests_total", "key" => name.to_owned())
-                        .increment(1);
-                    Ok(Client)
-                }
-                Err(Refusal::Unknown) => Err(unauthorized(request, "api-key", "an API key")),
-                Err(Refusal::OverBudget { name, retry_after }) => {
-                    metrics::counter!("cocktail_master_rate_limited_total").increment(1);
-                    Err(MasterError::RateLimited {
-                        key: name,
-                        retry_after,
-                    })
-                }
-            }
+            let needs = || {
+                format!(
+                    "{} needs an API key as `Authorization: Bearer <token>`",
+                    request.path()
+                )
+            };
+            keys.admit_client(bearer(request), needs).map(|()| Client)
         }))
     }
 }
