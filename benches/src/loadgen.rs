@@ -392,7 +392,7 @@ pub async fn run_zoo(zoo: &Zoo, config: &LoadgenConfig) -> anyhow::Result<LoadRe
 
 /// The constraint types for a task of the zoo, as the simulator uses them.
 pub fn types_for(zoo: &Zoo, task: &str) -> anyhow::Result<Vec<ConstraintType>> {
-    let tables = cocktail_master::tasks::from_zoo(zoo, 1.0);
+    let tables = cocktail_master::serving::tasks::from_zoo(zoo, 1.0);
     let table = tables
         .get(task)
         .with_context(|| format!("the zoo has no task `{task}`"))?;

@@ -1,15 +1,14 @@
 //! Starting the project's binaries for benchmarks, and the inputs they are sent.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use cocktail_common::auth::RunSecrets;
-use cocktail_worker::net;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use cocktail_service::net;
 use tokio::process::{Child, Command};
 
 /// A binary next to the running one (`cargo build --release --workspace --bins`).
@@ -53,26 +52,13 @@ pub const MASTER_FLAGS: &[&str] = &[
 /// Starts `name` with `args` and this run's [`secrets`], and returns it with the URL
 /// from its first stdout line; the child is killed when dropped.
 pub async fn start(name: &str, args: &[&str]) -> anyhow::Result<(Child, String)> {
-    let mut child = Command::new(sibling(name)?)
+    let mut command = Command::new(sibling(name)?);
+    command
         .args(args)
         .envs(secrets()?.env())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stdout = child.stdout.take().context("stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
-    let line = lines
-        .next_line()
-        .await?
-        .with_context(|| format!("{name} exited at start"))?;
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let url = line
-        .split_whitespace()
-        .last()
-        .context("address line")?
-        .to_owned();
-    Ok((child, url))
+        .env("RUST_LOG", "warn");
+    let started = cocktail_process::start(name, command, Duration::from_secs(120)).await?;
+    Ok((started.child, started.url))
 }
 
 /// Every process of this host as `(pid, argv)`, from `/proc` (the soak benchmark and the

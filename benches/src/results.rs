@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use cocktail_common::Zoo;
-use cocktail_master::predict;
+use cocktail_policy::predict::{self, Statistical};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::sim::{self, Autoscaler, Failure, Scheme, SimConfig, SimResult, World};
@@ -133,7 +133,7 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
         ("failures", &failures),
     ];
     for (name, results) in sets {
-        std::fs::write(data_dir.join(format!("{name}.csv")), report::csv(results))?;
+        std::fs::write(data_dir.join(format!("{name}.csv")), report::csv(results)?)?;
         std::fs::write(
             data_dir.join(format!("{name}.json")),
             serde_json::to_string_pretty(results)?,
@@ -354,19 +354,18 @@ fn measured(out: &Path, heading: &str, fragments: &[Fragment]) -> anyhow::Result
 /// ahead (the controller's horizon).
 fn predictor_rmse() -> Vec<(String, Vec<f64>)> {
     let period = 1440;
-    ["mwa", "ewma", "linear", "holt-winters"]
+    Statistical::ALL
         .iter()
-        .map(|name| {
+        .map(|kind| {
             let values = traces::NAMES
                 .iter()
                 .map(|trace| {
                     let rates = traces::generate(trace, 7 * period, PAPER_RATE, 60.0, SEED)
                         .unwrap_or_default();
-                    predict::by_name(name, period)
-                        .map_or(f64::NAN, |mut p| predict::rmse(p.as_mut(), &rates, 10))
+                    predict::rmse(kind.build(period).as_mut(), &rates, 10)
                 })
                 .collect();
-            ((*name).to_owned(), values)
+            (kind.to_string(), values)
         })
         .collect()
 }

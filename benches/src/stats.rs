@@ -2,10 +2,26 @@
 
 use std::time::Duration;
 
+/// The nearest-rank `q` quantile of `sorted` (ascending): the smallest value with at
+/// least a share `q` of the values at or below it; `None` for no values. The one
+/// percentile rule of every table, report and simulated run.
+pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    let rank = (sorted.len() as f64 * q).ceil() as usize;
+    sorted
+        .get(rank.saturating_sub(1).min(sorted.len().saturating_sub(1)))
+        .copied()
+}
+
 /// The median (the upper one of an even count), `NaN` for no values; sorts `values`.
 pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+    upper_median(values).unwrap_or(f64::NAN)
+}
+
+/// The middle value of `sorted`, the upper one of an even count (unlike
+/// [`nearest_rank`]`(sorted, 0.5)`, the lower one); `None` for no values.
+pub fn upper_median<T: Copy>(sorted: &[T]) -> Option<T> {
+    sorted.get(sorted.len() / 2).copied()
 }
 
 /// Percentiles of a sample of latencies (nearest-rank).
@@ -20,10 +36,7 @@ pub struct Summary {
 impl Summary {
     pub fn of(samples: &mut [Duration]) -> Self {
         samples.sort_unstable();
-        let rank = |q: f64| {
-            let i = ((samples.len() as f64 * q).ceil() as usize).saturating_sub(1);
-            samples.get(i).copied().unwrap_or_default()
-        };
+        let rank = |q: f64| nearest_rank(samples, q).unwrap_or_default();
         Self {
             count: samples.len(),
             p50: rank(0.50),
@@ -56,5 +69,26 @@ mod tests {
             )
         );
         assert_eq!(Summary::of(&mut []).p50, Duration::ZERO);
+    }
+
+    #[test]
+    fn nearest_rank_and_upper_median() {
+        let sorted = [1, 2, 3, 4];
+        let cases = [
+            (0.0, 1),
+            (0.25, 1),
+            (0.26, 2),
+            (0.5, 2),
+            (0.75, 3),
+            (0.99, 4),
+            (1.0, 4),
+        ];
+        for (q, want) in cases {
+            assert_eq!(nearest_rank(&sorted, q), Some(want), "q = {q}");
+        }
+        assert_eq!(nearest_rank::<u32>(&[], 0.5), None);
+        assert_eq!(upper_median(&sorted), Some(3));
+        assert_eq!(upper_median(&[7]), Some(7));
+        assert!(median(&mut []).is_nan());
     }
 }

@@ -73,8 +73,8 @@ pub fn generate(name: &str, len: usize, mean: f64, interval_s: f64, seed: u64) -
     )
 }
 
-/// How a trace file lists its load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a trace file lists its load (`--trace-format`: `rates`, `timestamps`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FileFormat {
     /// One request rate per line, one line per second.
     Rates,

@@ -11,7 +11,7 @@
 //! a single model that meets the constraint) and O2 grows an ensemble from the faster
 //! candidates whenever the window of labelled answers falls below the target.
 
-use cocktail_master::selection::{Candidate, Constraint, Objective};
+use cocktail_policy::selection::{Candidate, Constraint, Objective};
 
 /// One kind of request.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,8 +67,8 @@ pub fn constraint_types(models: &[Candidate]) -> Vec<ConstraintType> {
         .collect()
 }
 
-/// How often each constraint type is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How often each constraint type is sent (`--mix`: `strict`, `relaxed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mix {
     /// Mostly the high-accuracy types.
     Strict,
@@ -77,14 +77,6 @@ pub enum Mix {
 }
 
 impl Mix {
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "strict" => Some(Self::Strict),
-            "relaxed" => Some(Self::Relaxed),
-            _ => None,
-        }
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Self::Strict => "strict",

@@ -41,7 +41,7 @@ pub fn run(zoo_path: Option<&Path>, args: &LoadgenArgs) -> anyhow::Result<()> {
         url: args.url.trim_end_matches('/').to_owned(),
         task: args.trace.task.clone(),
         rates: args.trace.rates()?,
-        mix: args.trace.mix()?,
+        mix: args.trace.mix,
         seed: args.trace.seed,
         grace_ms: args.grace_ms,
         max_in_flight: args.max_in_flight,

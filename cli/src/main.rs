@@ -85,3 +85,83 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+    use cocktail_benches::sim::{Autoscaler, Scheme};
+    use cocktail_benches::traces::FileFormat;
+    use cocktail_benches::workload::Mix;
+    use cocktail_policy::predict::Statistical;
+
+    use super::*;
+
+    fn sim(flags: &[&str]) -> Result<sim::SimArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["cocktail", "sim"].iter().chain(flags).copied())?;
+        match cli.command {
+            Command::Sim(args) => Ok(args),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_flags_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sim_takes_todays_spellings() {
+        let defaults = sim(&[]).unwrap();
+        assert_eq!(defaults.schemes, Scheme::ALL);
+        assert_eq!(defaults.autoscaler, None);
+        assert_eq!(defaults.predictor, Statistical::Ewma);
+        assert_eq!(defaults.trace.mix, Mix::Strict);
+        assert_eq!(defaults.trace.trace_format, FileFormat::Rates);
+        let args = sim(&[
+            "--schemes",
+            "clipper-x,COCKTAIL,InFaaS",
+            "--autoscaler",
+            "target-2x",
+            "--predictor",
+            "holt-winters",
+            "--mix",
+            "relaxed",
+            "--trace",
+            "mmpp",
+            "--trace-format",
+            "timestamps",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.schemes,
+            [Scheme::ClipperX, Scheme::Cocktail, Scheme::Infaas]
+        );
+        assert_eq!(args.autoscaler, Some(Autoscaler::TargetTracking));
+        assert_eq!(args.predictor, Statistical::HoltWinters);
+        assert_eq!(args.trace.mix, Mix::Relaxed);
+        assert_eq!(args.trace.trace, "mmpp");
+        assert_eq!(args.trace.trace_format, FileFormat::Timestamps);
+        let configs = sim::configs(&args, &[1.0]).unwrap();
+        assert!(configs.iter().all(|c| {
+            c.autoscaler == Autoscaler::TargetTracking
+                && c.predictor == Statistical::HoltWinters
+                && c.mix == Mix::Relaxed
+        }));
+    }
+
+    #[test]
+    fn bad_choices_are_clap_errors_that_list_the_values() {
+        for (flag, value, listed) in [
+            ("--schemes", "Clipper,Nope", "Clipper-X"),
+            ("--autoscaler", "target", "target-2x"),
+            ("--predictor", "learned", "holt-winters"),
+            ("--mix", "lax", "relaxed"),
+            ("--trace", "azure", "poisson"),
+            ("--trace-format", "csv", "timestamps"),
+        ] {
+            let error = sim(&[flag, value]).unwrap_err();
+            assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue, "{flag}");
+            assert!(error.to_string().contains(listed), "{flag}: {error}");
+        }
+    }
+}

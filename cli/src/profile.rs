@@ -11,7 +11,7 @@ use anyhow::{Context, bail, ensure};
 use cocktail_common::zoo::packing_factor;
 use cocktail_common::{Input, ModelEntry, Profile, TestSet, Zoo};
 use cocktail_worker::preprocess::Preprocessor;
-use cocktail_worker::{Backend, Batch, OnnxBackend, runtime};
+use cocktail_worker::{Backend, Batch, OnnxBackend};
 use indicatif::{ProgressBar, ProgressStyle};
 use toml_edit::{Array, DocumentMut, Item, Table, Value, value};
 
@@ -62,7 +62,7 @@ pub fn run(
         "`--threads` must be between 1 and 256; given {:?}",
         args.threads
     );
-    runtime::environment(ort_lib)?;
+    cocktail_onnx::environment(ort_lib)?;
     let manifest = Zoo::locate(zoo_path)?;
     let zoo = Zoo::load(&manifest)?;
     let models: Vec<&ModelEntry> = zoo
@@ -170,7 +170,7 @@ fn sample_inputs(
                 }
             }
             lengths.sort_unstable();
-            let Some(&(tokens, median)) = lengths.get(lengths.len() / 2) else {
+            let Some((tokens, median)) = cocktail_benches::stats::upper_median(&lengths) else {
                 bail!("the test set holds no text");
             };
             Ok((vec![test_set.items[median].clone(); count], Some(tokens)))
@@ -193,8 +193,7 @@ fn median_latency_us(
         backend.infer(batch)?;
         samples.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    samples.sort_by(f64::total_cmp);
-    Ok(samples[samples.len() / 2])
+    Ok(cocktail_benches::stats::median(&mut samples))
 }
 
 fn host_description() -> String {
@@ -208,7 +207,10 @@ fn host_description() -> String {
         })
         .unwrap_or_else(|| "unknown CPU".to_owned());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("{cpu}, {cores} cores, onnxruntime {}", runtime::ORT_VERSION)
+    format!(
+        "{cpu}, {cores} cores, onnxruntime {}",
+        cocktail_onnx::ORT_VERSION
+    )
 }
 
 fn print_summary(profiles: &BTreeMap<String, Profile>) {

@@ -9,20 +9,25 @@ use cocktail_benches::sim::{self, Autoscaler, Failure, Scheme, SimConfig, World}
 use cocktail_benches::traces::{self, FileFormat};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
+use cocktail_policy::predict::Statistical;
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// The load both `sim` and `loadgen` replay.
 #[derive(Debug, Args)]
 pub struct TraceArgs {
-    /// wiki, twitter, mmpp or poisson; ignored with --trace-file.
-    #[arg(long, default_value = "wiki")]
+    /// The generated trace; ignored with --trace-file.
+    #[arg(
+        long,
+        default_value = "wiki",
+        value_parser = clap::builder::PossibleValuesParser::new(traces::NAMES.iter().copied())
+    )]
     pub trace: String,
     /// A trace file instead: one rate per second, or arrival timestamps (--trace-format).
     #[arg(long)]
     pub trace_file: Option<PathBuf>,
-    /// rates or timestamps.
-    #[arg(long, default_value = "rates")]
-    pub trace_format: String,
+    /// What the trace file lists: a rate per second or arrival timestamps.
+    #[arg(long, value_enum, default_value_t = FileFormat::Rates)]
+    pub trace_format: FileFormat,
     /// Mean requests per second the trace is scaled to.
     #[arg(long, default_value_t = 50.0)]
     pub rate: f64,
@@ -31,9 +36,9 @@ pub struct TraceArgs {
     pub duration: u64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// The constraint mix: strict or relaxed.
-    #[arg(long, default_value = "strict")]
-    pub mix: String,
+    /// The constraint mix.
+    #[arg(long, value_enum, default_value_t = Mix::Strict)]
+    pub mix: Mix,
     /// fashion or sentiment.
     #[arg(long, default_value = "fashion")]
     pub task: String,
@@ -50,14 +55,7 @@ impl TraceArgs {
         }
         let mut rates = match &self.trace_file {
             Some(path) => {
-                let format = match self.trace_format.as_str() {
-                    "rates" => FileFormat::Rates,
-                    "timestamps" => FileFormat::Timestamps,
-                    other => {
-                        anyhow::bail!("`--trace-format` must be rates or timestamps, not `{other}`")
-                    }
-                };
-                let mut rates = traces::load(path, format)?;
+                let mut rates = traces::load(path, self.trace_format)?;
                 rates.truncate(self.duration as usize);
                 rates
             }
@@ -68,21 +66,10 @@ impl TraceArgs {
                 1.0,
                 self.seed,
             )
-            .with_context(|| {
-                format!(
-                    "`--trace` must be one of {:?}, not `{}`",
-                    traces::NAMES,
-                    self.trace
-                )
-            })?,
+            .with_context(|| format!("`--trace`: no generator `{}`", self.trace))?,
         };
         traces::scale_to(&mut rates, self.rate);
         Ok(rates)
-    }
-
-    pub fn mix(&self) -> anyhow::Result<Mix> {
-        Mix::parse(&self.mix)
-            .with_context(|| format!("`--mix` must be strict or relaxed, not `{}`", self.mix))
     }
 }
 
@@ -90,16 +77,22 @@ impl TraceArgs {
 pub struct SimArgs {
     #[command(flatten)]
     pub trace: TraceArgs,
-    /// Schemes to compare (InFaaS, Clipper, Clipper-X, Cocktail), comma-separated.
+    /// Schemes to compare, comma-separated (any case).
     #[arg(
         long,
+        value_enum,
+        ignore_case = true,
         value_delimiter = ',',
         default_value = "InFaaS,Clipper,Clipper-X,Cocktail"
     )]
-    pub schemes: Vec<String>,
-    /// Override every scheme's autoscaler: cocktail, mark, reactive or target-2x.
-    #[arg(long)]
-    pub autoscaler: Option<String>,
+    pub schemes: Vec<Scheme>,
+    /// Override every scheme's autoscaler.
+    #[arg(long, value_enum)]
+    pub autoscaler: Option<Autoscaler>,
+    /// The load predictor of the predictive autoscalers (the learned one needs the
+    /// master's ONNX Runtime).
+    #[arg(long, value_enum, default_value_t = Statistical::Ewma)]
+    pub predictor: Statistical,
     /// Size every pool as if it got every request (no importance weights).
     #[arg(long)]
     pub no_weights: bool,
@@ -117,16 +110,7 @@ pub struct SimArgs {
     pub out: Option<PathBuf>,
 }
 
-pub fn configs(args: &SimArgs, rates: &[f64], mix: Mix) -> anyhow::Result<Vec<SimConfig>> {
-    let autoscaler = args
-        .autoscaler
-        .as_deref()
-        .map(|a| {
-            Autoscaler::parse(a).with_context(|| {
-                format!("`--autoscaler` must be cocktail, mark, reactive or target-2x, not `{a}`")
-            })
-        })
-        .transpose()?;
+pub fn configs(args: &SimArgs, rates: &[f64]) -> anyhow::Result<Vec<SimConfig>> {
     let failure = args
         .failure_fraction
         .map(|fraction| {
@@ -142,29 +126,29 @@ pub fn configs(args: &SimArgs, rates: &[f64], mix: Mix) -> anyhow::Result<Vec<Si
             }
         })
         .transpose()?;
-    args.schemes
+    Ok(args
+        .schemes
         .iter()
-        .map(|name| {
-            let scheme = Scheme::parse(name).with_context(|| {
-                format!("`--schemes`: `{name}` is not InFaaS, Clipper, Clipper-X or Cocktail")
-            })?;
-            let mut config = SimConfig::new(scheme, mix, rates.to_vec(), args.trace.seed);
-            if let Some(a) = autoscaler {
+        .map(|&scheme| {
+            let mut config =
+                SimConfig::new(scheme, args.trace.mix, rates.to_vec(), args.trace.seed);
+            if let Some(a) = args.autoscaler {
                 config.autoscaler = a;
             }
+            config.predictor = args.predictor;
             config.importance_weights = !args.no_weights;
             config.failure = failure;
             config.o2_interval_requests = args.interval_requests;
-            Ok(config)
+            config
         })
-        .collect()
+        .collect())
 }
 
 pub fn run(zoo_path: Option<&Path>, args: &SimArgs) -> anyhow::Result<()> {
     let zoo = Zoo::load(Zoo::locate(zoo_path)?)?;
     let world = World::load(&zoo, &args.trace.task)?;
     let rates = args.trace.rates()?;
-    let configs = configs(args, &rates, args.trace.mix()?)?;
+    let configs = configs(args, &rates)?;
     let mut results = Vec::new();
     for config in &configs {
         let bar = ProgressBar::new(rates.len() as u64).with_style(
@@ -191,7 +175,7 @@ pub fn run(zoo_path: Option<&Path>, args: &SimArgs) -> anyhow::Result<()> {
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         std::fs::write(out.join("results.md"), &table)?;
-        std::fs::write(out.join("results.csv"), report::csv(&results))?;
+        std::fs::write(out.join("results.csv"), report::csv(&results)?)?;
         std::fs::write(
             out.join("results.json"),
             serde_json::to_string_pretty(&results)?,

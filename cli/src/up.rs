@@ -8,14 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use cocktail_common::Zoo;
 use cocktail_common::auth::{self, ADMIN_TOKEN_FILE, DEFAULT_SECRETS_DIR};
-use cocktail_worker::server::shutdown_signal;
+use cocktail_process::Signal;
+use cocktail_service::shutdown_signal;
 use indicatif::{ProgressBar, ProgressStyle};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 #[derive(Debug, clap::Args)]
@@ -33,7 +31,7 @@ pub struct UpArgs {
     #[arg(long, value_delimiter = ',')]
     models: Vec<String>,
     /// ONNX Runtime intra-op threads per worker, at most.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     threads: usize,
     /// Extra flags for the master, e.g. `--master-arg=--predictor=holt-winters`.
     #[arg(long = "master-arg", allow_hyphen_values = true)]
@@ -80,50 +78,25 @@ impl Running {
             // Twenty-odd processes share this terminal: only what needs attention.
             command.env("RUST_LOG", "warn");
         }
-        let mut child = command
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {name}"))?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
-            .await
-            .with_context(|| format!("{name} did not start within 2 minutes"))??
-            .with_context(|| format!("{name} exited before it was listening"))?;
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let url = line
-            .split_whitespace()
-            .last()
-            .unwrap_or_default()
-            .to_owned();
-        if !url.starts_with("http://") {
-            bail!("{name} printed `{line}` instead of its address");
-        }
+        command.args(args).stderr(Stdio::inherit());
+        let started = cocktail_process::start(name, command, Duration::from_secs(120)).await?;
         Ok((
             Self {
                 name: name.to_owned(),
-                child,
+                child: started.child,
             },
-            url,
+            started.url,
         ))
     }
 
     fn terminate(&self) {
-        if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
-        }
+        // An error means it has exited already.
+        let _ = cocktail_process::signal(&self.child, Signal::SIGTERM);
     }
 
     async fn wait(&mut self, limit: Duration) {
-        if tokio::time::timeout(limit, self.child.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(process = %self.name, "did not stop in time; killing it");
-            let _ = self.child.kill().await;
+        if let Ok(None) = cocktail_process::wait_or_kill(&mut self.child, limit).await {
+            tracing::warn!(process = %self.name, "did not stop in time; killed it");
         }
     }
 }
@@ -162,7 +135,7 @@ async fn up(
         "--provisioning-delay-ms".into(),
         "0".into(),
         "--max-threads".into(),
-        args.threads.max(1).to_string(),
+        args.threads.to_string(),
         "--models".into(),
         models.join(","),
         "--worker-bin".into(),

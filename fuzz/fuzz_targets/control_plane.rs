@@ -15,7 +15,7 @@ use actix_web::ResponseError as _;
 use cocktail_common::control::{Deregistration, Heartbeat, Notice, Registered, Registration};
 use cocktail_fuzz::TASKS;
 use cocktail_master::MasterError;
-use cocktail_master::control::{MAX_ID_BYTES, check_registration};
+use cocktail_master::serving::control::{MAX_ID_BYTES, check_registration};
 use libfuzzer_sys::fuzz_target;
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use cocktail_common::oip::binary;
 use cocktail_fuzz::{MASTER, RUNTIME};
 use cocktail_master::http::classify_request;
-use cocktail_master::request::{MemberWire, parse_infer};
+use cocktail_master::serving::request::{MemberWire, parse_infer};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

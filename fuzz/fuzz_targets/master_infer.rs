@@ -12,9 +12,10 @@
 
 use actix_web::ResponseError as _;
 use cocktail_common::oip::binary;
+use cocktail_common::oip::limits::MAX_ITEMS;
 use cocktail_fuzz::{TASKS, bodies};
 use cocktail_master::MasterError;
-use cocktail_master::request::{MAX_ITEMS, MAX_LATENCY_MS, MemberWire, parse_infer};
+use cocktail_master::serving::request::{MAX_LATENCY_MS, MemberWire, parse_infer};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

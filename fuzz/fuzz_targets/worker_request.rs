@@ -12,8 +12,9 @@
 )]
 
 use actix_web::ResponseError as _;
+use cocktail_common::oip::limits::MAX_ITEMS;
 use cocktail_fuzz::{IMAGE, TEXT, bodies, image_preprocessor, text_preprocessor};
-use cocktail_worker::request::{MAX_ITEMS, Prepared, join, parse_body};
+use cocktail_worker::request::{Prepared, join, parse_body};
 use cocktail_worker::{Batch, Preprocessor};
 use libfuzzer_sys::fuzz_target;
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 
 use cocktail_common::Zoo;
-use cocktail_master::tasks::{self, TaskTable};
+use cocktail_master::serving::tasks::{self, TaskTable};
 use cocktail_master::{Master, MasterConfig};
 use cocktail_worker::Preprocessor;
 use cocktail_worker::preprocess::{ImagePreprocessor, TextPreprocessor};

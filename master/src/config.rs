@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use cocktail_common::auth::Secret;
 
-use crate::selection::SelectionConfig;
-use crate::voting::Scheme;
+use cocktail_policy::selection::SelectionConfig;
+use cocktail_policy::voting::Scheme;
 
 /// How often O2 revisits each constraint's ensemble.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub struct MasterConfig {
     /// The earliest a slow member is hedged with a substitute.
     pub hedge_min: Duration,
     /// How inputs and answers travel between the master and its members.
-    pub member_wire: crate::request::MemberWire,
+    pub member_wire: crate::serving::request::MemberWire,
 }
 
 impl Default for MasterConfig {
@@ -83,8 +83,8 @@ impl Default for MasterConfig {
             speed_scale: 1.0,
             cluster_secret: None,
             tls_ca: None,
-            hedge_min: crate::failover::HEDGE_MIN,
-            member_wire: crate::request::MemberWire::default(),
+            hedge_min: crate::serving::failover::HEDGE_MIN,
+            member_wire: crate::serving::request::MemberWire::default(),
         }
     }
 }

@@ -12,18 +12,22 @@ use cocktail_common::auth::{
     self, ADMIN_TOKEN_ENV, ADMIN_TOKEN_FILE, CLUSTER_SECRET_FILE, DEFAULT_SECRETS_DIR, Secret,
 };
 use cocktail_common::catalog::Catalog;
+use cocktail_common::redact::UrlWithCredentials;
 use cocktail_master::access::{Access, ApiKeys, Networks};
-use cocktail_master::autoscale::AutoscaleConfig;
-use cocktail_master::controller::{ControllerConfig, MixConfig, Optimiser, Policy};
-use cocktail_master::mix::MAX_TYPES;
-use cocktail_master::provider::docker::DockerConfig;
-use cocktail_master::provider::local::LocalConfig;
-use cocktail_master::request::MemberWire;
-use cocktail_master::selection::SelectionConfig;
+use cocktail_master::resources::controller::{ControllerConfig, MixConfig, Optimiser, Policy};
+use cocktail_master::resources::provider::docker::DockerConfig;
+use cocktail_master::resources::provider::local::LocalConfig;
 use cocktail_master::server::{Grpc, Resources};
-use cocktail_master::voting::Scheme;
+use cocktail_master::serving::request::MemberWire;
+use cocktail_master::serving::usage::RECENT_OUTCOMES;
 use cocktail_master::{Interval, MasterConfig};
-use cocktail_worker::net::{Net, NetArgs};
+use cocktail_policy::autoscale::AutoscaleConfig;
+use cocktail_policy::control::ControlConfig;
+use cocktail_policy::mix::MAX_TYPES;
+use cocktail_policy::predict::PredictorKind;
+use cocktail_policy::selection::SelectionConfig;
+use cocktail_policy::voting::Scheme;
+use cocktail_service::net::{Net, NetArgs};
 use tracing_subscriber::EnvFilter;
 
 /// Serve ensembles of the zoo's models under latency and accuracy constraints.
@@ -46,18 +50,18 @@ struct Args {
     /// Redis for the shared model cache, e.g. redis://127.0.0.1:6379; without it the
     /// cache lives in this process.
     #[arg(long, env = "COCKTAIL_REDIS_URL")]
-    redis_url: Option<String>,
+    redis_url: Option<UrlWithCredentials>,
     /// Seconds a cached selection lives without use.
-    #[arg(long, env = "COCKTAIL_CACHE_TTL_S", default_value_t = 3600)]
+    #[arg(long, env = "COCKTAIL_CACHE_TTL_S", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
     cache_ttl_s: u64,
     /// Milliseconds a Redis call may take before it counts as a miss.
-    #[arg(long, env = "COCKTAIL_REDIS_TIMEOUT_MS", default_value_t = 20)]
+    #[arg(long, env = "COCKTAIL_REDIS_TIMEOUT_MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
     redis_timeout_ms: u64,
     /// O2 interval in seconds.
     #[arg(long, env = "COCKTAIL_INTERVAL_S", default_value_t = 30.0)]
     interval_s: f64,
     /// O2 interval in requests per constraint instead of seconds.
-    #[arg(long, env = "COCKTAIL_INTERVAL_REQUESTS")]
+    #[arg(long, env = "COCKTAIL_INTERVAL_REQUESTS", value_parser = clap::value_parser!(u64).range(1..))]
     interval_requests: Option<u64>,
     /// Milliseconds added to the profiled latency when choosing candidates.
     #[arg(long, env = "COCKTAIL_LATENCY_MARGIN_MS", default_value_t = 5.0)]
@@ -65,28 +69,28 @@ struct Args {
     /// How far above the target window accuracy must be before O2 prunes.
     #[arg(long, env = "COCKTAIL_ACCURACY_MARGIN", default_value_t = 0.002)]
     accuracy_margin: f64,
-    /// Voting scheme: weighted (Cocktail), majority, or average (Clipper).
-    #[arg(long, env = "COCKTAIL_SCHEME", default_value = "weighted")]
-    scheme: String,
+    /// Voting scheme.
+    #[arg(long, env = "COCKTAIL_SCHEME", value_enum, default_value_t = Scheme::Weighted)]
+    scheme: Scheme,
     /// Milliseconds added to the latency target to form each member's deadline.
     #[arg(long, env = "COCKTAIL_DEADLINE_GRACE_MS", default_value_t = 20)]
     deadline_grace_ms: u64,
     /// Milliseconds a member must be late before it is hedged with a substitute (at
     /// least; four of its pool's typical call times otherwise).
-    #[arg(long, env = "COCKTAIL_HEDGE_MIN_MS", default_value_t = 5)]
+    #[arg(long, env = "COCKTAIL_HEDGE_MIN_MS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     hedge_min_ms: u64,
     /// How inputs and answers travel to and from members: `binary` (Triton's binary
     /// tensor extension) or `json` (OIP JSON, base64 images).
     #[arg(long, env = "COCKTAIL_MEMBER_WIRE", value_enum, default_value_t = MemberWire::Binary)]
     member_wire: MemberWire,
     /// Expected worker heartbeat period in milliseconds.
-    #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000)]
+    #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
     heartbeat_ms: u64,
     /// Every n-th unlabelled request is pseudo-labelled by all candidates (0: never).
     #[arg(long, env = "COCKTAIL_PSEUDO_LABEL_EVERY", default_value_t = 10)]
     pseudo_label_every: u64,
     /// HTTP worker threads.
-    #[arg(long, env = "COCKTAIL_HTTP_WORKERS", default_value_t = 2)]
+    #[arg(long, env = "COCKTAIL_HTTP_WORKERS", default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     http_workers: usize,
     #[command(flatten)]
     resources: ResourceArgs,
@@ -136,12 +140,12 @@ struct ResourceArgs {
     /// Seconds of requests the importance weights come from.
     #[arg(long, env = "COCKTAIL_IMPORTANCE_WINDOW_S", default_value_t = 300.0)]
     importance_window_s: f64,
-    /// Provisioning policy: cocktail (Algorithm 2) or mark (greedy over the horizon).
-    #[arg(long, env = "COCKTAIL_POLICY", default_value = "cocktail")]
-    policy: String,
-    /// Load predictor: mwa, ewma, linear, holt-winters or learned (an MLP run by ONNX Runtime).
-    #[arg(long, env = "COCKTAIL_PREDICTOR", default_value = "ewma")]
-    predictor: String,
+    /// Provisioning policy.
+    #[arg(long, env = "COCKTAIL_POLICY", value_enum, default_value_t = Policy::Cocktail)]
+    policy: Policy,
+    /// Load predictor (`learned`: an MLP run by ONNX Runtime).
+    #[arg(long, env = "COCKTAIL_PREDICTOR", value_enum, default_value_t = PredictorKind::Ewma)]
+    predictor: PredictorKind,
     /// Seconds an instance may stay idle before it is recycled.
     #[arg(long, env = "COCKTAIL_IDLE_TIMEOUT_S", default_value_t = 600.0)]
     idle_timeout_s: f64,
@@ -154,9 +158,9 @@ struct ResourceArgs {
     /// Share of deadline misses that triggers a reactive scale-up.
     #[arg(long, env = "COCKTAIL_SLO_THRESHOLD", default_value_t = 0.05)]
     slo_threshold: f64,
-    /// Check SLO violations over each model's last M member calls (MArk §4.4; default
-    /// with `--policy mark`: 100) instead of over the last reactive interval.
-    #[arg(long, env = "COCKTAIL_SLO_LAST_REQUESTS")]
+    /// Check SLO violations over each model's last M member calls (MArk §4.4; 1 to
+    /// 1000, default with `--policy mark`: 100) instead of over the last reactive interval.
+    #[arg(long, env = "COCKTAIL_SLO_LAST_REQUESTS", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=RECENT_OUTCOMES as u64))]
     slo_last_requests: Option<usize>,
     /// Buy on-demand only (default: spot whenever its price is under the bid).
     #[arg(long, env = "COCKTAIL_ON_DEMAND")]
@@ -174,7 +178,7 @@ struct ResourceArgs {
     #[arg(long, env = "COCKTAIL_PROVISIONING_DELAY_MS", default_value_t = 3000)]
     provisioning_delay_ms: u64,
     /// Local provider: most intra-op threads per worker (default: this host's cores).
-    #[arg(long, env = "COCKTAIL_MAX_THREADS")]
+    #[arg(long, env = "COCKTAIL_MAX_THREADS", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_threads: Option<usize>,
     /// Local workers take as long per batch as their instance type would (from the
     /// model's profile and the catalog), so mixed pools behave like the real types.
@@ -196,6 +200,10 @@ struct ResourceArgs {
     /// (MArk §4.5).
     #[arg(long, env = "COCKTAIL_STANDBYS", default_value_t = 0)]
     standbys: usize,
+    /// Keep every control-loop step (its measurements and decisions) in the store's
+    /// `control_steps` collection, to replay it in the simulator's loop.
+    #[arg(long, env = "COCKTAIL_RECORD_CONTROL_STEPS")]
+    record_control_steps: bool,
     /// Seconds between health checks of the running instances (dead, hung or never
     /// registered ones are replaced at once).
     #[arg(long, env = "COCKTAIL_HEALTH_INTERVAL_S", default_value_t = 1.0)]
@@ -206,8 +214,8 @@ struct ResourceArgs {
     /// Choose each pool's mix of instance types with `ribbon` (Bayesian optimisation, one
     /// live measurement per interval) or `kairos` (throughput bound within a budget)
     /// instead of the autoscaler.
-    #[arg(long, env = "COCKTAIL_POOL_MIX")]
-    pool_mix: Option<String>,
+    #[arg(long, env = "COCKTAIL_POOL_MIX", value_enum)]
+    pool_mix: Option<Optimiser>,
     /// The types a pool may mix (comma-separated), in preference order.
     #[arg(
         long,
@@ -223,7 +231,7 @@ struct ResourceArgs {
     #[arg(long, env = "COCKTAIL_MIX_QOS_MS", default_value_t = 100.0)]
     mix_qos_ms: f64,
     /// Ribbon: instances of one type at most.
-    #[arg(long, env = "COCKTAIL_MIX_MAX_PER_TYPE", default_value_t = 4)]
+    #[arg(long, env = "COCKTAIL_MIX_MAX_PER_TYPE", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=12))]
     mix_max_per_type: u32,
     /// Local provider: replay this spot price history (CSV `seconds,instance_type,price`)
     /// instead of the synthetic process.
@@ -235,7 +243,7 @@ struct ResourceArgs {
     /// MongoDB for instances, spot prices, utilisation and decisions, e.g.
     /// mongodb://127.0.0.1:27017 (default: kept in this process).
     #[arg(long, env = "COCKTAIL_MONGO_URL")]
-    mongo_url: Option<String>,
+    mongo_url: Option<UrlWithCredentials>,
     /// The MongoDB database.
     #[arg(long, env = "COCKTAIL_MONGO_DB", default_value = "cocktail")]
     mongo_db: String,
@@ -295,6 +303,22 @@ fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(value))
 }
 
+/// A flag that must be a finite number of at least 0.
+fn non_negative(value: f64, flag: &str) -> anyhow::Result<f64> {
+    if !(value >= 0.0 && value.is_finite()) {
+        anyhow::bail!("`--{flag}` must be a finite number of at least 0; given {value}");
+    }
+    Ok(value)
+}
+
+/// A flag that must be a share, in [0, 1].
+fn share(value: f64, flag: &str) -> anyhow::Result<f64> {
+    if !(0.0..=1.0).contains(&value) {
+        anyhow::bail!("`--{flag}` must be in [0, 1]; given {value}");
+    }
+    Ok(value)
+}
+
 fn resources(
     args: ResourceArgs,
     zoo: Option<PathBuf>,
@@ -326,31 +350,34 @@ fn resources(
     let notice = args.spot_notice_s.unwrap_or(catalog.spot.notice_seconds);
     Ok(Some(Resources {
         controller: ControllerConfig {
-            interval: seconds(args.controller_interval_s, "controller-interval-s")?,
-            reactive_interval: seconds(args.reactive_interval_s, "reactive-interval-s")?,
-            horizon: seconds(args.horizon_s, "horizon-s")?,
-            importance_window: seconds(args.importance_window_s, "importance-window-s")?,
-            predictor: args.predictor,
-            autoscale: AutoscaleConfig {
-                overhead_ms: args.overhead_ms.max(0.0),
-                idle_timeout_s: args.idle_timeout_s.max(0.0),
-                min_instances: args.min_instances,
-                slo_threshold: args.slo_threshold.clamp(0.0, 1.0),
+            control: ControlConfig {
+                interval_s: seconds(args.controller_interval_s, "controller-interval-s")?
+                    .as_secs_f64(),
+                reactive_interval_s: seconds(args.reactive_interval_s, "reactive-interval-s")?
+                    .as_secs_f64(),
+                horizon_s: seconds(args.horizon_s, "horizon-s")?.as_secs_f64(),
+                importance_window_s: seconds(args.importance_window_s, "importance-window-s")?
+                    .as_secs_f64(),
+                launch_s: Duration::from_millis(args.provisioning_delay_ms.max(1)).as_secs_f64(),
+                policy: args.policy,
+                sizes_pools: true,
+                importance_weights: true,
+                autoscale: AutoscaleConfig {
+                    overhead_ms: non_negative(args.overhead_ms, "overhead-ms")?,
+                    idle_timeout_s: non_negative(args.idle_timeout_s, "idle-timeout-s")?,
+                    min_instances: args.min_instances,
+                    slo_threshold: share(args.slo_threshold, "slo-threshold")?,
+                },
             },
+            predictor: args.predictor,
             spot: !args.on_demand,
             instance_types: args.instance_types,
             models: args.models,
-            policy: match args.policy.as_str() {
-                "cocktail" => Policy::Cocktail,
-                "mark" => Policy::Mark,
-                other => anyhow::bail!("`--policy` must be cocktail or mark; given `{other}`"),
-            },
-            launch_time: Duration::from_millis(args.provisioning_delay_ms.max(1)),
             slo_last_requests: args
                 .slo_last_requests
-                .or((args.policy == "mark").then_some(100))
-                .map(|m| m.clamp(1, cocktail_master::usage::RECENT_OUTCOMES)),
+                .or((args.policy == Policy::Mark).then_some(100)),
             standbys: args.standbys,
+            record_steps: args.record_control_steps,
             mix,
             health_interval: seconds(args.health_interval_s, "health-interval-s")?,
             register_within: seconds(args.register_timeout_s, "register-timeout-s")?,
@@ -362,10 +389,9 @@ fn resources(
             provisioning_delay: Duration::from_millis(args.provisioning_delay_ms),
             max_threads: args
                 .max_threads
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-                .max(1),
-            revocations_per_hour: args.revocations_per_hour.max(0.0),
-            notice: seconds(notice.max(0.001), "spot-notice-s")?,
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            revocations_per_hour: non_negative(args.revocations_per_hour, "revocations-per-hour")?,
+            notice: seconds(notice, "spot-notice-s")?,
             seed: args.seed,
             spot_history: args.spot_history,
             emulate_types: args.emulate_types,
@@ -374,7 +400,7 @@ fn resources(
         },
         #[cfg(feature = "ec2")]
         ec2: if ec2 {
-            Some(cocktail_master::provider::ec2::Ec2Config {
+            Some(cocktail_master::resources::provider::ec2::Ec2Config {
                 endpoint: args.ec2_endpoint,
                 region: args.ec2_region,
                 credentials: None,
@@ -410,7 +436,7 @@ fn resources(
             _ => None,
         },
         catalog,
-        mongo_url: args.mongo_url,
+        mongo_url: args.mongo_url.map(UrlWithCredentials::into_exposed),
         mongo_db: args.mongo_db,
     }))
 }
@@ -444,12 +470,6 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    let scheme = match args.scheme.as_str() {
-        "weighted" => Scheme::Weighted,
-        "majority" => Scheme::Majority,
-        "average" => Scheme::Average,
-        other => anyhow::bail!("`--scheme` must be weighted, majority or average; given `{other}`"),
-    };
     if !(args.interval_s > 0.0 && args.interval_s.is_finite()) {
         anyhow::bail!("`--interval-s` must be a positive number of seconds");
     }
@@ -464,34 +484,34 @@ fn run(args: Args) -> anyhow::Result<()> {
     } else {
         1.0
     };
-    // The effective configuration; secrets come from the environment or files and are
-    // not part of it.
+    // The effective configuration. The cluster secret and the admin token come from the
+    // environment or files and are not part of it; URLs print without their credentials.
     tracing::info!(config = ?args, "starting");
     let mut net = args.net.load()?;
     let (access, cluster_secret) = access(&args.security, &mut net, args.resources.provider)?;
     let resources = resources(args.resources, args.zoo.clone(), &cluster_secret)?;
     let config = MasterConfig {
         zoo: args.zoo,
-        redis_url: args.redis_url,
-        cache_ttl: Duration::from_secs(args.cache_ttl_s.max(1)),
-        redis_timeout: Duration::from_millis(args.redis_timeout_ms.max(1)),
+        redis_url: args.redis_url.map(UrlWithCredentials::into_exposed),
+        cache_ttl: Duration::from_secs(args.cache_ttl_s),
+        redis_timeout: Duration::from_millis(args.redis_timeout_ms),
         interval: match args.interval_requests {
-            Some(n) => Interval::Requests(n.max(1)),
+            Some(n) => Interval::Requests(n),
             None => Interval::Every(Duration::from_secs_f64(args.interval_s)),
         },
         selection: SelectionConfig {
             latency_margin_ms: args.latency_margin_ms,
             accuracy_margin: args.accuracy_margin,
         },
-        scheme,
+        scheme: args.scheme,
         deadline_grace: Duration::from_millis(args.deadline_grace_ms),
-        heartbeat: Duration::from_millis(args.heartbeat_ms.max(10)),
+        heartbeat: Duration::from_millis(args.heartbeat_ms),
         http_workers: args.http_workers,
         pseudo_label_every: args.pseudo_label_every,
         speed_scale,
         cluster_secret: Some(cluster_secret),
         tls_ca: net.ca.clone(),
-        hedge_min: Duration::from_millis(args.hedge_min_ms.max(1)),
+        hedge_min: Duration::from_millis(args.hedge_min_ms),
         member_wire: args.member_wire,
         ..MasterConfig::default()
     };
@@ -597,13 +617,8 @@ fn access(
 
 /// `--pool-mix` and its settings, checked.
 fn mix_config(args: &ResourceArgs, catalog: &Catalog) -> anyhow::Result<Option<MixConfig>> {
-    let Some(name) = args.pool_mix.as_deref() else {
+    let Some(optimiser) = args.pool_mix else {
         return Ok(None);
-    };
-    let optimiser = match name {
-        "ribbon" => Optimiser::Ribbon,
-        "kairos" => Optimiser::Kairos,
-        other => anyhow::bail!("`--pool-mix` must be ribbon or kairos; given `{other}`"),
     };
     if let Some(t) = args.mix_types.iter().find(|t| catalog.get(t).is_none()) {
         anyhow::bail!("`--mix-types`: `{t}` is not in the catalog");
@@ -620,9 +635,6 @@ fn mix_config(args: &ResourceArgs, catalog: &Catalog) -> anyhow::Result<Option<M
     if !(args.mix_qos_ms > 0.0 && args.mix_qos_ms.is_finite()) {
         anyhow::bail!("`--mix-qos-ms` must be a positive number of milliseconds");
     }
-    if !(1..=12).contains(&args.mix_max_per_type) {
-        anyhow::bail!("`--mix-max-per-type` must be 1 to 12");
-    }
     Ok(Some(MixConfig {
         optimiser,
         types: args.mix_types.clone(),
@@ -630,4 +642,138 @@ fn mix_config(args: &ResourceArgs, catalog: &Catalog) -> anyhow::Result<Option<M
         qos_ms: args.mix_qos_ms,
         max_per_type: args.mix_max_per_type,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    fn parse(flags: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("cocktail-master").chain(flags.iter().copied()))
+    }
+
+    #[test]
+    fn the_flags_are_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn the_logged_configuration_has_no_credentials() {
+        let args = parse(&[
+            "--redis-url",
+            "redis://:hunter2@cache:6379/0",
+            "--mongo-url",
+            "mongodb://dbuser:s3cret@h1:27017,h2:27017/?replicaSet=rs",
+        ])
+        .unwrap();
+        let logged = format!("{args:?}");
+        for secret in ["hunter2", "s3cret", "dbuser"] {
+            assert!(!logged.contains(secret), "{secret} in {logged}");
+        }
+        assert!(
+            logged.contains("redis://<redacted>@cache:6379/0"),
+            "{logged}"
+        );
+        assert!(
+            logged.contains("mongodb://<redacted>@h1:27017,h2:27017/?replicaSet=rs"),
+            "{logged}"
+        );
+        // The clients still get the URLs as given.
+        assert_eq!(
+            args.redis_url
+                .map(UrlWithCredentials::into_exposed)
+                .as_deref(),
+            Some("redis://:hunter2@cache:6379/0")
+        );
+    }
+
+    #[test]
+    fn choice_flags_take_their_wire_names_and_list_them_on_a_mistake() {
+        let args = parse(&[
+            "--scheme",
+            "average",
+            "--policy",
+            "mark",
+            "--predictor",
+            "holt-winters",
+            "--pool-mix",
+            "kairos",
+        ])
+        .unwrap();
+        assert_eq!(args.scheme, Scheme::Average);
+        assert_eq!(args.resources.policy, Policy::Mark);
+        assert_eq!(args.resources.predictor, PredictorKind::HoltWinters);
+        assert_eq!(args.resources.pool_mix, Some(Optimiser::Kairos));
+        let defaults = parse(&[]).unwrap();
+        assert_eq!(defaults.scheme, Scheme::Weighted);
+        assert_eq!(defaults.resources.policy, Policy::Cocktail);
+        assert_eq!(defaults.resources.predictor, PredictorKind::Ewma);
+        assert_eq!(defaults.resources.pool_mix, None);
+        let error = parse(&["--predictor", "nope"]).unwrap_err();
+        assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue);
+        let text = error.to_string();
+        for name in ["mwa", "ewma", "linear", "holt-winters", "learned"] {
+            assert!(text.contains(name), "{text}");
+        }
+        for (flag, value) in [
+            ("--scheme", "clipper"),
+            ("--policy", "greedy"),
+            ("--pool-mix", "exhaustive"),
+        ] {
+            let error = parse(&[flag, value]).unwrap_err();
+            assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue, "{flag}");
+        }
+    }
+
+    #[test]
+    fn out_of_range_values_are_errors_not_clamped() {
+        let limit = RECENT_OUTCOMES.to_string();
+        let above = (RECENT_OUTCOMES + 1).to_string();
+        assert_eq!(
+            parse(&["--slo-last-requests", &limit])
+                .unwrap()
+                .resources
+                .slo_last_requests,
+            Some(RECENT_OUTCOMES)
+        );
+        for flags in [
+            ["--slo-last-requests", above.as_str()],
+            ["--slo-last-requests", "0"],
+            ["--cache-ttl-s", "0"],
+            ["--redis-timeout-ms", "0"],
+            ["--interval-requests", "0"],
+            ["--heartbeat-ms", "9"],
+            ["--hedge-min-ms", "0"],
+            ["--http-workers", "0"],
+            ["--max-threads", "0"],
+            ["--mix-max-per-type", "13"],
+        ] {
+            let error = parse(&flags).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{flags:?}"
+            );
+            assert!(error.to_string().contains(flags[0]), "{error}");
+        }
+        let errors = [
+            non_negative(-1.0, "overhead-ms"),
+            non_negative(f64::INFINITY, "revocations-per-hour"),
+            share(1.5, "slo-threshold"),
+            share(f64::NAN, "slo-threshold"),
+        ];
+        for (error, flag) in errors.into_iter().zip([
+            "overhead-ms",
+            "revocations-per-hour",
+            "slo-threshold",
+            "slo-threshold",
+        ]) {
+            let error = error.unwrap_err().to_string();
+            assert!(error.contains(&format!("`--{flag}`")), "{error}");
+        }
+        assert_eq!(share(0.05, "slo-threshold").unwrap(), 0.05);
+        assert_eq!(non_negative(0.0, "idle-timeout-s").unwrap(), 0.0);
+    }
 }

@@ -1,5 +1,6 @@
 //! Starting a master: build the service, optionally the resource controller with its
-//! provider, serve HTTP, and keep the registry and the in-process cache tidy.
+//! provider, serve HTTP, and keep the registry and the in-process cache tidy. One
+//! shutdown token (SIGTERM or SIGINT) stops the server and every background loop.
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -8,17 +9,18 @@ use actix_web::middleware::from_fn;
 use actix_web::{App, HttpServer, web};
 use cocktail_common::Zoo;
 use cocktail_common::catalog::Catalog;
-use cocktail_worker::net::{Net, request_deadline};
-use cocktail_worker::server::shutdown_signal;
+use cocktail_service::net::{Net, request_deadline};
+use cocktail_service::shutdown_token;
 use metrics_exporter_prometheus::PrometheusHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::access::Access;
-use crate::controller::{Controller, ControllerConfig};
 use crate::http::{AppState, configure};
-use crate::provider::docker::Containers;
-use crate::provider::emulated::Emulated;
-use crate::provider::local::{LocalConfig, LocalProvider, Processes};
-use crate::store::{MemoryStore, MongoStore, Store};
+use crate::resources::controller::{Controller, ControllerConfig};
+use crate::resources::provider::docker::Containers;
+use crate::resources::provider::emulated::Emulated;
+use crate::resources::provider::local::{LocalConfig, LocalProvider, Processes};
+use crate::resources::store::{MemoryStore, MongoStore, Store};
 use crate::{Master, MasterConfig, MasterError};
 
 /// The resource controller's setup, when the master manages its own instances.
@@ -30,9 +32,9 @@ pub struct Resources {
     pub local: LocalConfig,
     /// EC2 instead of the local provider.
     #[cfg(feature = "ec2")]
-    pub ec2: Option<crate::provider::ec2::Ec2Config>,
+    pub ec2: Option<crate::resources::provider::ec2::Ec2Config>,
     /// Worker containers instead of processes.
-    pub docker: Option<crate::provider::docker::DockerConfig>,
+    pub docker: Option<crate::resources::provider::docker::DockerConfig>,
     /// MongoDB for the controller's state (`None`: in-process), and its database.
     pub mongo_url: Option<String>,
     pub mongo_db: String,
@@ -47,7 +49,8 @@ pub struct Grpc {
 
 /// Serves HTTP on `listener` (and gRPC with `grpc`) until SIGINT or SIGTERM; must run
 /// inside an actix `System`. `access` decides who may call what; `net` sets TLS and the
-/// limits on clients.
+/// limits on clients. The process's shutdown token is made here, and every background
+/// loop started here ends when it is cancelled.
 pub async fn serve(
     config: MasterConfig,
     listener: TcpListener,
@@ -60,17 +63,16 @@ pub async fn serve(
     let http_workers = config.http_workers.max(1);
     let zoo_path = config.zoo.clone();
     let master = Arc::new(Master::new(config)?);
-    let janitor = {
+    // Cancelled when the process is asked to stop: every background loop ends with it.
+    let shutdown = shutdown_token();
+    {
         let master = Arc::clone(&master);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(master.config.heartbeat);
-            loop {
-                tick.tick().await;
-                master.registry.expire(master.config.heartbeat);
-                master.ensembles.expire(master.config.cache_ttl);
-            }
-        })
-    };
+        every(master.config.heartbeat, shutdown.child_token(), move || {
+            master.registry.expire(master.config.heartbeat);
+            master.ensembles.expire(master.config.cache_ttl);
+            std::future::ready(())
+        });
+    }
     let controller = match resources {
         None => None,
         Some(mut resources) => {
@@ -82,26 +84,31 @@ pub async fn serve(
             }
             resources.local.master_url = format!("{}://{address}", net.scheme());
             let zoo = Zoo::load(Zoo::locate(zoo_path.as_deref())?)?;
-            let provider: Arc<dyn crate::provider::Provider> = match () {
+            let provider: Arc<dyn crate::resources::provider::Provider> = match () {
                 #[cfg(feature = "ec2")]
                 () if resources.ec2.is_some() => {
                     let ec2 = resources
                         .ec2
                         .clone()
                         .ok_or_else(|| MasterError::Internal("ec2".into()))?;
-                    let provider =
-                        crate::provider::ec2::Ec2Provider::new(ec2, resources.catalog.clone())
-                            .await?;
+                    let provider = crate::resources::provider::ec2::Ec2Provider::new(
+                        ec2,
+                        resources.catalog.clone(),
+                    )
+                    .await?;
                     let refresher = Arc::clone(&provider);
-                    tokio::spawn(async move {
-                        let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
-                        loop {
-                            tick.tick().await;
-                            if let Err(e) = refresher.refresh_prices().await {
-                                tracing::warn!(error = %e, "spot prices not refreshed");
+                    every(
+                        std::time::Duration::from_secs(60),
+                        shutdown.child_token(),
+                        move || {
+                            let refresher = Arc::clone(&refresher);
+                            async move {
+                                if let Err(e) = refresher.refresh_prices().await {
+                                    tracing::warn!(error = %e, "spot prices not refreshed");
+                                }
                             }
-                        }
-                    });
+                        },
+                    );
                     provider
                 }
                 () if resources.docker.is_some() => {
@@ -113,9 +120,15 @@ pub async fn serve(
                         resources.local,
                         Containers::connect(docker).await?,
                         resources.catalog.clone(),
+                        shutdown.child_token(),
                     )?
                 }
-                () => LocalProvider::start(resources.local, Processes, resources.catalog.clone())?,
+                () => LocalProvider::start(
+                    resources.local,
+                    Processes,
+                    resources.catalog.clone(),
+                    shutdown.child_token(),
+                )?,
             };
             let store: Arc<dyn Store> = match &resources.mongo_url {
                 Some(url) => Arc::new(MongoStore::start(url, &resources.mongo_db).await?),
@@ -129,14 +142,16 @@ pub async fn serve(
                 store,
                 resources.controller,
             )?;
-            controller.spawn();
+            controller.spawn(shutdown.child_token());
             Some(controller)
         }
     };
     let grpc = grpc.map(|grpc| {
         let (master, keys) = (Arc::clone(&master), access.keys.clone());
+        let stop = shutdown.child_token();
         tokio::spawn(async move {
-            if let Err(e) = crate::grpc::serve(master, keys, grpc.listener, grpc.identity).await {
+            let served = crate::grpc::serve(master, keys, grpc.listener, grpc.identity, stop).await;
+            if let Err(e) = served {
                 tracing::error!(error = %e, "the gRPC endpoint stopped");
             }
         })
@@ -170,8 +185,9 @@ pub async fn serve(
     }
     .run();
     let handle = server.handle();
+    let stop = shutdown.clone();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        stop.cancelled().await;
         // Workers this master launched go first, while it still answers their goodbyes.
         if let Some(controller) = controller {
             tracing::info!("stopping: terminating the instances this master launched");
@@ -182,9 +198,35 @@ pub async fn serve(
     let result = server
         .await
         .map_err(|e| MasterError::Internal(format!("HTTP server: {e}")));
-    janitor.abort();
+    // Also when the server failed on its own: every loop stops with it.
+    shutdown.cancel();
     if let Some(grpc) = grpc {
-        grpc.abort();
+        // The gRPC endpoint drains alongside HTTP; do not wait for it longer than HTTP did.
+        if tokio::time::timeout(GRPC_DRAIN, grpc).await.is_err() {
+            tracing::warn!("the gRPC endpoint did not drain in time");
+        }
     }
     result
+}
+
+/// How long the gRPC endpoint may still take once HTTP has drained.
+const GRPC_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs `tick` every `period` (the first at once) until `stop` is cancelled; a tick under
+/// way when it is cancelled is dropped at its next await.
+fn every<F, Fut>(period: std::time::Duration, stop: CancellationToken, mut tick: F)
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    tokio::spawn(async move {
+        stop.run_until_cancelled(async move {
+            let mut interval = tokio::time::interval(period);
+            loop {
+                interval.tick().await;
+                tick().await;
+            }
+        })
+        .await
+    });
 }

@@ -14,8 +14,11 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
+
+pub use cocktail_process::Signal;
+use cocktail_process::Started;
 
 use crate::workspace_root;
 
@@ -97,30 +100,16 @@ impl Process {
                 None => command.env_remove(key),
             };
         }
-        let mut child = command
+        command
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
             )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("the process prints its address within a minute")
-            .unwrap()
-            .expect("the process prints its address");
-        let url = line.split_whitespace().last().unwrap().to_owned();
-        assert!(
-            url.starts_with("http://") || url.starts_with("https://"),
-            "{line}"
-        );
-        // Keep draining stdout so the process never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            .stderr(Stdio::inherit());
+        let Started { child, url } =
+            cocktail_process::start(name, command, Duration::from_secs(60))
+                .await
+                .unwrap();
         Self { child, url }
     }
 
@@ -131,12 +120,7 @@ impl Process {
 
     /// SIGTERM, then waits for the exit status.
     pub async fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().unwrap();
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        cocktail_process::signal(&self.child, Signal::SIGTERM).unwrap();
         tokio::time::timeout(Duration::from_secs(30), self.child.wait())
             .await
             .expect("exits within 30 s of SIGTERM")
@@ -145,22 +129,10 @@ impl Process {
 }
 
 impl Drop for Process {
-    /// SIGTERM first, so a master stops the workers it launched itself; SIGKILL (by
-    /// `kill_on_drop`) if it has not exited within 10 s.
+    /// SIGTERM first, so a master stops the workers it launched itself; SIGKILL if it has
+    /// not exited within 10 s.
     fn drop(&mut self) {
-        let Some(pid) = self.child.id() else {
-            return;
-        };
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        cocktail_process::stop_blocking(&mut self.child, Duration::from_secs(10));
     }
 }
 
@@ -492,13 +464,9 @@ impl Cluster {
     }
 }
 
-/// Sends `signal` (e.g. "KILL", "STOP", "CONT") to `pid`.
-pub fn signal(pid: i32, signal: &str) {
-    let status = std::process::Command::new("kill")
-        .args([&format!("-{signal}"), &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{signal} {pid}");
+/// Sends `signal` (e.g. `SIGKILL`, `SIGSTOP`, `SIGCONT`) to `pid`.
+pub fn signal(pid: i32, signal: Signal) {
+    cocktail_process::signal_pid(pid, signal).unwrap();
 }
 
 /// The workers a master lists: `(id, model)` of each that can take work.

@@ -19,7 +19,7 @@ use cocktail_benches::process::{command_lines, flag};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_tests::cluster::{
-    Mongo, Process, Redis, decisions, eventually, free_port, serving_workers, signal,
+    Mongo, Process, Redis, Signal, decisions, eventually, free_port, serving_workers, signal,
     wait_for_models,
 };
 use cocktail_tests::zoo_manifest;
@@ -180,7 +180,7 @@ async fn killing_a_fifth_of_the_workers_fails_no_request_and_they_are_replaced()
         old.push(ids_of(&url, model).await);
         let pids = worker_pids(&url, model);
         assert_eq!(pids.len(), 1, "one {model} worker: {pids:?}");
-        signal(pids[0], "KILL");
+        signal(pids[0], Signal::SIGKILL);
     }
     let killed_at = Instant::now();
     let mut times = Vec::new();
@@ -224,12 +224,12 @@ async fn a_hung_worker_is_taken_out_of_rotation_and_replaced() {
     let old = ids_of(&url, "resnet").await;
     let pids = worker_pids(&url, "resnet");
     assert_eq!(pids.len(), 1);
-    signal(pids[0], "STOP");
+    signal(pids[0], Signal::SIGSTOP);
     let stopped_at = Instant::now();
     let took = replaced(&url, "resnet", &old, stopped_at).await;
     let report = run.await.unwrap();
     // The stopped process cannot act on the master's SIGTERM; end it here.
-    signal(pids[0], "KILL");
+    signal(pids[0], Signal::SIGKILL);
     eprintln!("{}", summary("resnet SIGSTOPped", &report));
     eprintln!("replaced after {took:?}");
     assert_eq!(failed(&report), 0, "no request fails: {report:?}");
@@ -341,7 +341,7 @@ async fn redis_and_mongodb_outages_fail_no_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_writes_every_document_once_across_a_server_crash() {
-    use cocktail_master::store::{Collection, MongoStore, Store};
+    use cocktail_master::resources::store::{Collection, MongoStore, Store};
     let _turn = ONE_AT_A_TIME.lock().await;
     let dir = std::env::temp_dir().join(format!(
         "cocktail-store-{}-{}",

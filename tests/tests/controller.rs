@@ -15,6 +15,34 @@ use serde_json::{Value, json};
 
 const POOLS: &str = "mlp_med,dwsep,cnn_small,linear";
 
+/// The load-step tests' cluster: capacity is made small (100 ms of overhead per request)
+/// so that a modest load needs more instances; r5n.large has 2 vCPUs, so Pf is the
+/// profile's 2-thread one. Each test adds its intervals.
+const LOAD_STEP: &[&str] = &[
+    "--provider",
+    "local",
+    "--models",
+    POOLS,
+    "--instance-types",
+    "r5n.large",
+    "--importance-window-s",
+    "4",
+    "--overhead-ms",
+    "100",
+    "--idle-timeout-s",
+    "3",
+    "--provisioning-delay-ms",
+    "200",
+    "--max-threads",
+    "1",
+    "--latency-margin-ms",
+    "0",
+    "--deadline-grace-ms",
+    "5000",
+    "--pseudo-label-every",
+    "0",
+];
+
 async fn registered(cluster: &Cluster) -> Vec<Value> {
     cluster.get("/v1/workers").await["workers"]
         .as_array()
@@ -80,39 +108,19 @@ async fn load(cluster: &Cluster, rate: f64, seconds: f64) -> Vec<(u16, bool)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_step_scales_the_popular_pools_and_idle_ones_shrink_back() {
-    // Capacity is made small (100 ms of overhead per request) so that a modest load needs
-    // more instances; r5n.large has 2 vCPUs, so Pf is the profile's 2-thread one.
     let cluster = Cluster::start(
         &[
-            "--provider",
-            "local",
-            "--models",
-            POOLS,
-            "--instance-types",
-            "r5n.large",
-            "--controller-interval-s",
-            "1",
-            "--reactive-interval-s",
-            "60",
-            "--horizon-s",
-            "1",
-            "--importance-window-s",
-            "4",
-            "--overhead-ms",
-            "100",
-            "--idle-timeout-s",
-            "3",
-            "--provisioning-delay-ms",
-            "200",
-            "--max-threads",
-            "1",
-            "--latency-margin-ms",
-            "0",
-            "--deadline-grace-ms",
-            "5000",
-            "--pseudo-label-every",
-            "0",
-        ],
+            LOAD_STEP,
+            &[
+                "--controller-interval-s",
+                "1",
+                "--reactive-interval-s",
+                "60",
+                "--horizon-s",
+                "1",
+            ],
+        ]
+        .concat(),
         &[],
     )
     .await;
@@ -349,37 +357,19 @@ async fn mongodb_holds_the_decisions_and_catches_up_after_an_outage() {
 async fn marks_greedy_policy_also_covers_a_load_step() {
     let cluster = Cluster::start(
         &[
-            "--provider",
-            "local",
-            "--policy",
-            "mark",
-            "--models",
-            POOLS,
-            "--instance-types",
-            "r5n.large",
-            "--controller-interval-s",
-            "1",
-            "--reactive-interval-s",
-            "60",
-            "--horizon-s",
-            "3",
-            "--importance-window-s",
-            "4",
-            "--overhead-ms",
-            "100",
-            "--idle-timeout-s",
-            "3",
-            "--provisioning-delay-ms",
-            "200",
-            "--max-threads",
-            "1",
-            "--latency-margin-ms",
-            "0",
-            "--deadline-grace-ms",
-            "5000",
-            "--pseudo-label-every",
-            "0",
-        ],
+            LOAD_STEP,
+            &[
+                "--policy",
+                "mark",
+                "--controller-interval-s",
+                "1",
+                "--reactive-interval-s",
+                "60",
+                "--horizon-s",
+                "3",
+            ],
+        ]
+        .concat(),
         &[],
     )
     .await;
@@ -410,8 +400,8 @@ async fn marks_greedy_policy_also_covers_a_load_step() {
 
 #[test]
 fn the_learned_predictor_runs_through_onnx_runtime() {
-    use cocktail_master::learned::{Learned, MODEL_FILE};
-    use cocktail_master::predict::Predictor;
+    use cocktail_master::resources::learned::{Learned, MODEL_FILE};
+    use cocktail_policy::predict::Predictor;
     let zoo = cocktail_common::Zoo::load(cocktail_tests::zoo_manifest()).unwrap();
     let mut learned = Learned::load(&zoo.root().join(MODEL_FILE), None).unwrap();
     assert_eq!(learned.forecast(10), 0.0);
@@ -577,4 +567,71 @@ async fn a_cold_standby_covers_a_spot_interruption_and_is_stopped_again() {
     )
     .await;
     let _ = std::fs::remove_file(&history);
+}
+
+/// The live controller and the simulator run one loop (`cocktail_policy::control`): the
+/// steps the live actor took under load, replayed on their recorded measurements through
+/// a fresh loop, as the simulator's fleet calls it, give exactly the recorded decisions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_loop_decides_what_the_shared_loop_decides_on_its_measurements() {
+    use cocktail_master::resources::store::ControlStepRecord;
+    use cocktail_policy::autoscale::{Action, Decision};
+    use cocktail_policy::control::{Control, Trigger};
+    use cocktail_policy::predict;
+
+    let cluster = Cluster::start(
+        &[
+            LOAD_STEP,
+            &[
+                "--controller-interval-s",
+                "2",
+                "--reactive-interval-s",
+                "1",
+                "--horizon-s",
+                "2",
+                "--record-control-steps",
+            ],
+        ]
+        .concat(),
+        &[],
+    )
+    .await;
+    eventually("one instance per pool", Duration::from_secs(60), || async {
+        let mut all = true;
+        for model in POOLS.split(',') {
+            all &= count(&cluster, model).await >= 1;
+        }
+        all
+    })
+    .await;
+    let results = load(&cluster, 40.0, 5.0).await;
+    assert!(results.iter().all(|(s, _)| *s == 200));
+    // A few quiet intervals: the grown pools idle and shrink.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+
+    let steps: Vec<ControlStepRecord> = serde_json::from_value(
+        cluster.get("/v1/control-steps?limit=1000").await["decisions"].clone(),
+    )
+    .unwrap();
+    assert!(steps.len() >= 10, "{} steps", steps.len());
+    let first = &steps[0];
+    let predictor = predict::build(first.predictor, first.config.steps_per_day()).unwrap();
+    let mut control = Control::new(first.config.clone(), predictor, first.start);
+    let mut replayed: Vec<(Trigger, Decision)> = Vec::new();
+    for step in &steps {
+        let decisions = control.step(&step.measurements, step.at).decisions;
+        assert_eq!(decisions, step.decisions, "the step at {}", step.at);
+        replayed.extend(decisions);
+    }
+    // The replay covered the load: launches for it, and recycling after it.
+    let launch = |(t, d): &&(Trigger, Decision)| {
+        *t == Trigger::Predictive && matches!(d.action, Action::Launch { .. }) && d.weight > 0.9
+    };
+    assert!(replayed.iter().any(|d| launch(&d)), "{replayed:?}");
+    assert!(
+        replayed
+            .iter()
+            .any(|(_, d)| matches!(d.action, Action::Terminate { .. })),
+        "{replayed:?}"
+    );
 }

@@ -11,8 +11,8 @@
 )]
 
 use cocktail_common::catalog::Catalog;
-use cocktail_master::provider::ec2::{Ec2Config, Ec2Provider};
-use cocktail_master::provider::{InstanceStatus, LaunchSpec, Provider};
+use cocktail_master::resources::provider::ec2::{Ec2Config, Ec2Provider};
+use cocktail_master::resources::provider::{InstanceStatus, LaunchSpec, Provider};
 use cocktail_tests::cluster::Moto;
 
 fn one<T: std::fmt::Debug>(mut launched: Vec<T>) -> T {

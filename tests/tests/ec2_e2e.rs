@@ -30,7 +30,7 @@ use cocktail_benches::loadgen::{self, LoadgenConfig};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_common::auth::Secret;
-use cocktail_master::provider::ec2::boot;
+use cocktail_master::resources::provider::ec2::boot;
 use cocktail_tests::cluster::{
     ADMIN_TOKEN, Moto, Process, admin_client, decisions, eventually, free_port, serving_workers,
 };

@@ -16,8 +16,8 @@ use cocktail_benches::hetero::BatchSizes;
 use cocktail_benches::hetero::live::LiveEvaluator;
 use cocktail_benches::loadgen;
 use cocktail_common::Zoo;
-use cocktail_master::mix::{ConfigEvaluator, Space};
-use cocktail_master::ribbon::{Ribbon, Settings};
+use cocktail_policy::mix::{ConfigEvaluator, Space};
+use cocktail_policy::ribbon::{Ribbon, Settings};
 use cocktail_tests::cluster::{Cluster, Mongo, eventually, free_port};
 use serde_json::{Value, json};
 

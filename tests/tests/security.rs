@@ -524,7 +524,7 @@ async fn a_request_travels_over_tls_from_client_to_master_to_worker() {
     assert!(worker.url.starts_with("https://"), "{}", worker.url);
 
     let secret = cocktail_common::auth::Secret::new(ADMIN_TOKEN, "admin").unwrap();
-    let client = cocktail_worker::net::client(Some(&dir.join("ca.pem")), Some(&secret))
+    let client = cocktail_service::net::client(Some(&dir.join("ca.pem")), Some(&secret))
         .unwrap()
         .build()
         .unwrap();
@@ -558,7 +558,7 @@ async fn a_request_travels_over_tls_from_client_to_master_to_worker() {
             .await
             .is_err()
     );
-    let untrusting = cocktail_worker::net::client(None, None)
+    let untrusting = cocktail_service::net::client(None, None)
         .unwrap()
         .build()
         .unwrap();

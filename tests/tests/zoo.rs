@@ -10,7 +10,7 @@
 )]
 
 use cocktail_common::{Input, Predictions, TestSet, Zoo};
-use cocktail_master::voting::{Ballot, ClassWeights, Scheme, vote};
+use cocktail_policy::voting::{Ballot, ClassWeights, Scheme, vote};
 use cocktail_tests::zoo_manifest;
 use cocktail_worker::preprocess::Preprocessor;
 use cocktail_worker::{Backend, OnnxBackend};

@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use actix_web::web;
 use cocktail_common::control::{Deregistration, Heartbeat, Notice, Registered, Registration};
+use cocktail_service::net::{self, Net, NetError};
 use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
 
 use crate::http::AppState;
-use crate::net::{Net, NetError};
 
 /// Where the master and (on EC2) the instance metadata service are.
 #[derive(Debug, Clone)]
@@ -44,12 +45,14 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(1);
 const UNREACHABLE_RETRY: Duration = Duration::from_millis(100);
 
 impl Control {
-    /// Starts the registration/heartbeat task and, with `imds`, the spot-notice poller.
+    /// Starts the registration/heartbeat task and, with `imds`, the spot-notice poller;
+    /// both stop when `shutdown` is cancelled (the goodbye calls are the server's).
     /// Control calls present `net`'s cluster secret and trust its CA.
     pub fn spawn(
         config: ControlConfig,
         state: web::Data<AppState>,
         net: &Net,
+        shutdown: CancellationToken,
     ) -> Result<Self, NetError> {
         let client = net.client()?.timeout(CALL_TIMEOUT).build()?;
         let control = Self {
@@ -58,15 +61,16 @@ impl Control {
             // No CA and no secret: the metadata service speaks plain HTTP, and a client
             // with the platform's roots would need CA certificates that minimal images
             // (the worker container's) do not have.
-            imds: crate::net::client(None, None)?
-                .timeout(CALL_TIMEOUT)
-                .build()?,
+            imds: net::client(None, None)?.timeout(CALL_TIMEOUT).build()?,
         };
-        let heartbeats = control.clone();
-        tokio::spawn(async move { heartbeats.heartbeat_loop(state).await });
+        let (heartbeats, stop) = (control.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            stop.run_until_cancelled(heartbeats.heartbeat_loop(state))
+                .await
+        });
         if control.config.imds.is_some() {
             let poller = control.clone();
-            tokio::spawn(async move { poller.spot_loop().await });
+            tokio::spawn(async move { shutdown.run_until_cancelled(poller.spot_loop()).await });
         }
         Ok(control)
     }

@@ -5,15 +5,8 @@ use cocktail_common::CommonError;
 /// Everything the worker can fail at. Input errors name the field and the limit.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
-    #[error(
-        "ONNX Runtime library not found at {tried}. Run `scripts/setup.sh` (it fetches onnxruntime=={version} from PyPI into .deps/), or set ORT_DYLIB_PATH / pass --ort-lib with the path of libonnxruntime.so.{version}"
-    )]
-    RuntimeMissing {
-        tried: String,
-        version: &'static str,
-    },
-    #[error("cannot load ONNX Runtime from `{path}`: {message}")]
-    RuntimeLoad { path: String, message: String },
+    #[error(transparent)]
+    Runtime(#[from] cocktail_onnx::OnnxError),
     #[error("ONNX Runtime: {0}")]
     Ort(String),
     #[error("model `{model}` does not match the manifest: {message}")]
@@ -52,7 +45,7 @@ impl WorkerError {
     /// A short, bounded name for metrics and the `error_type` of error bodies.
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::RuntimeMissing { .. } | Self::RuntimeLoad { .. } => "runtime",
+            Self::Runtime(_) => "runtime",
             Self::Ort(_) => "inference",
             Self::ModelMismatch { .. } | Self::Tokenizer { .. } | Self::Common(_) => "model",
             Self::Emulation(_) => "emulation",

@@ -9,10 +9,8 @@ pub mod control;
 pub mod error;
 pub mod http;
 pub mod metrics;
-pub mod net;
 pub mod preprocess;
 pub mod request;
-pub mod runtime;
 pub mod server;
 
 pub use backend::{Backend, Batch, OnnxBackend, Probabilities};

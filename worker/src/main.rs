@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use cocktail_common::control::Registration;
+use cocktail_service::net::NetArgs;
 use cocktail_worker::control::ControlConfig;
-use cocktail_worker::net::NetArgs;
 use cocktail_worker::server::{Worker, WorkerConfig};
 use tracing_subscriber::EnvFilter;
 
@@ -32,7 +32,7 @@ struct Args {
     #[arg(long, env = "COCKTAIL_ORT_LIB")]
     ort_lib: Option<PathBuf>,
     /// ONNX Runtime intra-op threads (emulates the instance size).
-    #[arg(long, env = "COCKTAIL_THREADS", default_value_t = 1)]
+    #[arg(long, env = "COCKTAIL_THREADS", default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     threads: usize,
     /// Largest batch, overriding the value tuned from the profile.
     #[arg(long, env = "COCKTAIL_MAX_BATCH")]
@@ -52,7 +52,7 @@ struct Args {
     #[arg(long, env = "COCKTAIL_QUEUE_ITEMS", default_value_t = 64)]
     queue_items: usize,
     /// HTTP worker threads.
-    #[arg(long, env = "COCKTAIL_HTTP_WORKERS", default_value_t = 2)]
+    #[arg(long, env = "COCKTAIL_HTTP_WORKERS", default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     http_workers: usize,
     /// The master to register with, e.g. http://10.0.0.1:8080; without it the worker
     /// serves on its own.
@@ -80,14 +80,14 @@ struct Args {
     #[arg(long, env = "COCKTAIL_EMULATE_SCALE", default_value_t = 1.0)]
     emulate_scale: f64,
     /// Heartbeat period in milliseconds until the master says otherwise.
-    #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000)]
+    #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
     heartbeat_ms: u64,
     /// Base URL of the EC2 instance metadata service to poll for spot interruption
     /// notices, e.g. http://169.254.169.254 (off by default).
     #[arg(long, env = "COCKTAIL_IMDS_URL")]
     imds_url: Option<String>,
     /// How often to poll the spot notice, in milliseconds.
-    #[arg(long, env = "COCKTAIL_IMDS_POLL_MS", default_value_t = 5000)]
+    #[arg(long, env = "COCKTAIL_IMDS_POLL_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..))]
     imds_poll_ms: u64,
     #[command(flatten)]
     net: NetArgs,
@@ -119,15 +119,15 @@ fn run(args: Args) -> anyhow::Result<()> {
     {
         anyhow::bail!("`--rt-max-ms` must be a positive number of milliseconds");
     }
-    // The effective configuration; secrets come from the environment or files and are
-    // not part of it.
+    // The effective configuration; the cluster secret comes from the environment or a
+    // file and is not part of it.
     tracing::info!(config = ?args, "starting");
     let net = args.net.load()?;
     let config = WorkerConfig {
         model: args.model,
         zoo: args.zoo,
         ort_lib: args.ort_lib,
-        threads: args.threads.max(1),
+        threads: args.threads,
         max_batch: args.max_batch,
         batch_wait: args.batch_wait_us.map(Duration::from_micros),
         rt_max: args.rt_max_ms.map(|ms| Duration::from_secs_f64(ms / 1e3)),
@@ -163,11 +163,45 @@ fn run(args: Args) -> anyhow::Result<()> {
                 burst: args.burst,
                 ..worker.registration(id, url)
             },
-            heartbeat: Duration::from_millis(args.heartbeat_ms.max(10)),
+            heartbeat: Duration::from_millis(args.heartbeat_ms),
             imds: args.imds_url,
-            imds_poll: Duration::from_millis(args.imds_poll_ms.max(10)),
+            imds_poll: Duration::from_millis(args.imds_poll_ms),
         }
     });
-    actix_web::rt::System::new().block_on(worker.serve(listener, control, net))?;
+    actix_web::rt::System::new().block_on(async move {
+        // Inside the runtime: the token's signal watch is a task.
+        let shutdown = cocktail_service::shutdown_token();
+        worker.serve(listener, control, net, shutdown).await
+    })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn the_flags_are_consistent_and_bad_values_are_errors() {
+        Args::command().debug_assert();
+        for flags in [
+            ["--threads", "0"],
+            ["--http-workers", "0"],
+            ["--heartbeat-ms", "9"],
+            ["--imds-poll-ms", "0"],
+        ] {
+            let error = Args::try_parse_from(
+                ["cocktail-worker", "--model", "lenet"]
+                    .into_iter()
+                    .chain(flags),
+            )
+            .unwrap_err();
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{flags:?}"
+            );
+        }
+    }
 }

@@ -3,6 +3,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use cocktail_common::oip::limits::MAX_ITEMS;
 use cocktail_common::oip::tensor::{self, ByteItem, Elements, Output};
 use cocktail_common::oip::{IMAGE, InferRequest, InferResponse, PIXELS, RequestInput, binary};
 use cocktail_common::testset::GreyImage;
@@ -11,9 +12,6 @@ use crate::preprocess::{
     ImagePreprocessor, Preprocessor, TextPreprocessor, TokenRow, decode_image, pad,
 };
 use crate::{Batch, WorkerError};
-
-/// Most items one request may carry.
-pub const MAX_ITEMS: usize = 64;
 
 /// A request's items, ready to join other requests' items in a batch.
 #[derive(Debug, Clone, PartialEq)]

@@ -15,14 +15,15 @@ use cocktail_common::control::Registration;
 use cocktail_common::latency::BatchLatency;
 use cocktail_common::testset::GreyImage;
 use cocktail_common::{Input, ModelEntry, Zoo};
+use cocktail_service::net::{self, Net};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 use crate::backend::Backend;
 use crate::batcher::{BatcherHandle, Pace};
 use crate::control::{Control, ControlConfig};
 use crate::http::{AppState, configure, guard};
-use crate::net::{self, Net};
 use crate::preprocess::Preprocessor;
 use crate::{OnnxBackend, WorkerError};
 
@@ -147,19 +148,23 @@ impl Worker {
         }
     }
 
-    /// Serves on `listener` until SIGTERM or SIGINT, then drains. With `control`, it
-    /// registers with the master, heartbeats, and on shutdown tells the master first
-    /// (no new work) and deregisters once drained. `net` sets TLS, the limits on clients
-    /// and the cluster secret every call but the health checks must present.
+    /// Serves on `listener` until `shutdown` is cancelled (the process's token, see
+    /// [`cocktail_service::shutdown_token`]: SIGTERM or SIGINT), then drains. With
+    /// `control`, it registers with the master and heartbeats until then, and on shutdown
+    /// tells the master first (no new work) and deregisters once drained. `net` sets TLS,
+    /// the limits on clients and the cluster secret every call but the health checks must
+    /// present.
     pub async fn serve(
         self,
         listener: TcpListener,
         control: Option<ControlConfig>,
         net: Net,
+        shutdown: CancellationToken,
     ) -> std::io::Result<()> {
         let control = match control {
             Some(config) => Some(
-                Control::spawn(config, self.state.clone(), &net).map_err(std::io::Error::other)?,
+                Control::spawn(config, self.state.clone(), &net, shutdown.clone())
+                    .map_err(std::io::Error::other)?,
             ),
             None => None,
         };
@@ -191,8 +196,9 @@ impl Worker {
         let handle = server.handle();
         let draining = Arc::clone(&self.state.draining);
         let goodbye = control.clone();
+        let stop = shutdown.clone();
         tokio::spawn(async move {
-            shutdown_signal().await;
+            stop.cancelled().await;
             tracing::info!("draining: finishing in-flight requests, refusing new ones");
             draining.store(true, Ordering::Relaxed);
             if let Some(control) = &goodbye {
@@ -201,6 +207,8 @@ impl Worker {
             handle.stop(true).await;
         });
         let served = server.await;
+        // Also when the server failed on its own: the control loops stop with it.
+        shutdown.cancel();
         if let Some(control) = &control {
             control.deregister().await;
         }
@@ -222,33 +230,6 @@ fn warm_up(backend: &mut dyn Backend, preprocessor: &Preprocessor) -> Result<(),
     };
     backend.infer(&preprocessor.batch(&[input])?)?;
     Ok(())
-}
-
-/// Resolves on SIGTERM or SIGINT (Ctrl-C): how every Cocktail process learns to stop.
-/// The master and `cocktail up` use it too.
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-            }
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 /// The pace of `instance_type` (from the embedded catalog) for `model`'s profile.

@@ -517,15 +517,8 @@ async fn sigterm_drains_without_losing_accepted_requests() {
         .collect();
     // Let the requests reach the worker and queue behind each other.
     tokio::time::sleep(Duration::from_millis(30)).await;
-    let pid = worker.child.id().unwrap().to_string();
     let signalled = std::time::Instant::now();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    cocktail_process::signal(&worker.child, cocktail_process::Signal::SIGTERM).unwrap();
     let mut answered_after_signal = 0;
     for handle in in_flight {
         match handle.await.unwrap() {

@@ -12,11 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{Parser, ValueEnum as _};
 use cocktail_benches::process::{MASTER_FLAGS, admin_client, png_base64, start, wait_for_workers};
 use cocktail_benches::procfs::{ProcessSet, cpu_between};
 use cocktail_benches::stats::{Summary, us};
 use cocktail_common::{Input, TestSet, Zoo};
+use cocktail_master::serving::request::MemberWire;
 use indicatif::ProgressBar;
 use serde_json::{Value, json};
 
@@ -33,8 +34,8 @@ struct Args {
     #[arg(long, default_value_t = 3000)]
     requests: usize,
     /// Member wires to compare, each with a master and workers of its own.
-    #[arg(long, value_delimiter = ',', default_value = "binary,json")]
-    wires: Vec<String>,
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "binary,json")]
+    wires: Vec<MemberWire>,
     /// Also write the table to `OUT/measured/wire.md` (docs/results.md includes it).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -74,7 +75,12 @@ async fn main() -> anyhow::Result<()> {
     );
     print!("{table}");
     for wire in &args.wires {
-        for row in bench_wire(&args, wire, &pngs).await? {
+        // The master's flag takes clap's name for the wire.
+        let wire = wire
+            .to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default();
+        for row in bench_wire(&args, &wire, &pngs).await? {
             println!("{row}");
             table.push_str(&row);
             table.push('\n');

@@ -5,9 +5,9 @@
 //!
 //! `cargo run --release -p cocktail-benches --bin predictor-bench`
 
-use clap::Parser;
+use clap::{Parser, ValueEnum as _};
 use cocktail_benches::traces;
-use cocktail_master::predict::{self, rmse};
+use cocktail_policy::predict::{self, PredictorKind, rmse};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -51,9 +51,12 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let season = (86_400.0 / args.interval_s).round().max(1.0) as usize;
-    let names = ["mwa", "ewma", "linear", "holt-winters", "learned"];
+    let kinds = PredictorKind::value_variants();
+    let names: Vec<String> = kinds.iter().map(ToString::to_string).collect();
     let zoo = cocktail_common::Zoo::load(cocktail_common::Zoo::locate(None)?)?;
-    let learned_model = zoo.root().join(cocktail_master::learned::MODEL_FILE);
+    let learned_model = zoo
+        .root()
+        .join(cocktail_master::resources::learned::MODEL_FILE);
     println!(
         "RMSE (req/s) of forecasts {} intervals ahead; {} intervals of {} s per trace, mean {} req/s\n",
         args.horizon, args.len, args.interval_s, args.mean
@@ -66,16 +69,15 @@ fn main() -> anyhow::Result<()> {
     for trace_name in traces::NAMES {
         let trace = traces::generate(trace_name, args.len, args.mean, args.interval_s, args.seed)
             .ok_or_else(|| anyhow::anyhow!("unknown trace {trace_name}"))?;
-        let row: Vec<String> = names
+        let row: Vec<String> = kinds
             .iter()
-            .map(|n| {
-                let predictor: Option<Box<dyn predict::Predictor>> = if *n == "learned" {
-                    cocktail_master::learned::Learned::load(&learned_model, None)
-                        .ok()
-                        .map(|p| Box::new(p) as Box<dyn predict::Predictor>)
-                } else {
-                    predict::by_name(n, season)
-                };
+            .map(|&kind| {
+                let predictor: Option<Box<dyn predict::Predictor>> = predict::build(kind, season)
+                    .or_else(|| {
+                        cocktail_master::resources::learned::Learned::load(&learned_model, None)
+                            .ok()
+                            .map(|p| Box::new(p) as Box<dyn predict::Predictor>)
+                    });
                 predictor.map_or_else(
                     || "-".into(),
                     |mut p| format!("{:.2}", rmse(p.as_mut(), &trace, args.horizon)),

@@ -14,7 +14,7 @@ use cocktail_common::Zoo;
 #[derive(Debug, Parser)]
 struct Args {
     /// Repetitions of the one-hour case (the median is reported).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     repeat: usize,
     /// Requests of the large case.
     #[arg(long, default_value_t = 10_000_000)]
@@ -30,7 +30,7 @@ fn main() -> anyhow::Result<()> {
     let hour = traces::generate("wiki", 3600, 50.0, 1.0, 1).unwrap_or_default();
     let mut totals = Vec::new();
     let mut requests = 0;
-    for _ in 0..args.repeat.max(1) {
+    for _ in 0..args.repeat {
         let started = Instant::now();
         requests = 0;
         for scheme in Scheme::ALL {

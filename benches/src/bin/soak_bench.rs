@@ -278,11 +278,6 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("wrote {}", dir.join("soak.md").display());
     }
     // `cocktail up` stops its master, which stops the workers.
-    if let Some(pid) = up.id().and_then(|p| i32::try_from(p).ok()) {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
-    }
-    let _ = tokio::time::timeout(Duration::from_secs(60), up.wait()).await;
+    cocktail_process::stop(&mut up, Duration::from_secs(60)).await?;
     Ok(())
 }

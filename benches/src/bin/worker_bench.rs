@@ -67,7 +67,7 @@ async fn main() -> anyhow::Result<()> {
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     // The worker was started with this run's cluster secret: it answers only callers
     // that present it, as the master does.
-    let client = cocktail_worker::net::client(None, Some(&secrets()?.cluster))?.build()?;
+    let client = cocktail_service::net::client(None, Some(&secrets()?.cluster))?.build()?;
     let infer_url = format!("{url}/v2/models/{}/infer", model.name);
     for &concurrency in &args.concurrency {
         // In-process: the batches the worker forms at this concurrency (its tuned policy

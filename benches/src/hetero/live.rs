@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use cocktail_master::mix::{ConfigEvaluator, Measurement};
+use cocktail_policy::mix::{ConfigEvaluator, Measurement};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};

@@ -6,8 +6,8 @@
 //! exhaustive search); the strategies then read the table, so all of them see the same
 //! measurements and only their order differs.
 
-use cocktail_master::mix::{Config, ConfigEvaluator, Space, dominated_by};
-use cocktail_master::ribbon::{self, Ribbon, Settings};
+use cocktail_policy::mix::{Config, ConfigEvaluator, Space, dominated_by};
+use cocktail_policy::ribbon::{self, Ribbon, Settings};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -317,7 +317,7 @@ fn hill_climb(table: &Table, log: &mut Log<'_>, rng: &mut SmallRng) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cocktail_master::mix::Measurement;
+    use cocktail_policy::mix::Measurement;
 
     /// Capacity per instance 10, 3 and 2 for 1.0, 0.25 and 0.2 per hour; demand 37.
     struct Capacity;

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use cocktail_common::Zoo;
 use cocktail_common::catalog::Catalog;
-use cocktail_master::kairos;
-use cocktail_master::mix::{ConfigEvaluator, Space};
+use cocktail_policy::kairos;
+use cocktail_policy::mix::{ConfigEvaluator, Space};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
@@ -320,7 +320,7 @@ fn section(
         "## Mixed instance pools: Ribbon and Kairos\n\n\
          One model's pool serving batched queries (Poisson arrivals, heavy-tailed log-normal batch sizes, \
          median 8, at most 128), each instance one query at a time, in `benches/src/hetero` (the policies are \
-         `master/src/policy/{{ribbon,kairos,mix}}.rs`). A batch's latency on a type is the model's profile \
+         `policy/src/{{ribbon,kairos,mix}}.rs`). A batch's latency on a type is the model's profile \
          fitted as `fixed + per_item × batch` and carried to the type by its vCPUs and the catalog's core \
          speeds and GPU model (`common/src/latency.rs`, assumptions listed in `common/data/catalog.toml`). \
          The latency target is 1.3 times the largest query on the pool's fastest type; QoS is met when 99 % \

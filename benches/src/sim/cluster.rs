@@ -11,7 +11,8 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
 use cocktail_common::catalog::{Catalog, InstanceType, SpotPrices, SpotProcess};
-use cocktail_master::autoscale::{InstanceState, Offer, PoolState};
+use cocktail_policy::autoscale::{InstanceState, Offer};
+use cocktail_policy::control::PoolMeasure;
 
 /// A slot of an instance that is free from `free_at` (seconds).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -69,12 +70,9 @@ pub enum Served {
 #[derive(Debug, Default)]
 struct Pool {
     slots: BinaryHeap<Reverse<Slot>>,
-    /// Member calls and misses since the reactive check last looked.
+    /// Member calls and deadline misses since the start.
     calls: u64,
     misses: u64,
-    /// Member calls per predictive interval, for the importance window.
-    window: std::collections::VecDeque<u64>,
-    calls_this_interval: u64,
 }
 
 #[derive(Debug)]
@@ -235,7 +233,6 @@ impl Cluster {
             return Served::Missed;
         };
         p.calls += 1;
-        p.calls_this_interval += 1;
         while let Some(Reverse(slot)) = p.slots.peek().copied() {
             let Some(instance) = self.instances.get_mut(slot.instance) else {
                 p.slots.pop();
@@ -333,53 +330,26 @@ impl Cluster {
         counts
     }
 
-    /// The reactive check's measure: the share of `pool`'s calls that missed since the
-    /// last call of this, which resets it.
-    pub fn take_misses(&mut self, pool: usize) -> f64 {
-        let Some(p) = self.pools.get_mut(pool) else {
-            return 0.0;
-        };
-        let share = if p.calls == 0 {
-            0.0
-        } else {
-            p.misses as f64 / p.calls as f64
-        };
-        p.calls = 0;
-        p.misses = 0;
-        share
-    }
-
-    /// Closes a predictive interval: each pool's calls join its importance window of
-    /// `window` intervals. Returns each pool's calls in the window.
-    pub fn close_interval(&mut self, window: usize) -> Vec<u64> {
-        self.pools
-            .iter_mut()
-            .map(|p| {
-                p.window.push_back(p.calls_this_interval);
-                p.calls_this_interval = 0;
-                while p.window.len() > window.max(1) {
-                    p.window.pop_front();
-                }
-                p.window.iter().sum()
-            })
-            .collect()
-    }
-
-    /// The autoscaler's view of one pool at `now`.
-    pub fn pool_state(
+    /// The control loop's measure of one pool at `now` (`spot`: whether it may buy spot).
+    pub fn measure(
         &self,
         pool: usize,
         model: &str,
         latency_ms: f64,
-        requests: u64,
-        slo_violations: f64,
+        in_use: bool,
+        spot: bool,
         now: f64,
-    ) -> PoolState {
-        PoolState {
+    ) -> PoolMeasure {
+        let (calls, misses) = self.pools.get(pool).map_or((0, 0), |p| (p.calls, p.misses));
+        PoolMeasure {
             model: model.to_owned(),
             latency_ms,
-            requests,
-            slo_violations,
+            calls,
+            misses,
+            recent_miss_share: None,
+            booting: self.booting(pool, now),
+            in_use,
+            offers: self.offers(pool, spot, now),
             instances: self
                 .live
                 .iter()

@@ -4,6 +4,7 @@
 //! elements whichever way they came.
 
 pub mod binary;
+pub mod limits;
 pub mod tensor;
 
 use bytes::Bytes;

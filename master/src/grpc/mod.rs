@@ -1,6 +1,6 @@
 //! OIP v2 over gRPC (`inference.GRPCInferenceService`, as KServe and Triton define it),
 //! for tritonclient's and KServe's gRPC clients. The same checks, selection and answers
-//! as the HTTP endpoint: a request becomes the same [`crate::request::ValidRequest`], the
+//! as the HTTP endpoint: a request becomes the same [`crate::serving::request::ValidRequest`], the
 //! answer the same outputs, always raw (`raw_output_contents`), as Triton answers.
 //! Constraints go in the request's `parameters` (`latency_ms`, `accuracy`, ...). With
 //! `--api-keys`, calls present a key as `authorization: Bearer <key>` metadata.
@@ -14,7 +14,8 @@ use tonic::{Request, Response, Status};
 
 use crate::access::ApiKeys;
 use crate::http::present;
-use crate::{Master, MasterError, request};
+use crate::serving::request;
+use crate::{Master, MasterError};
 
 /// The code generated from `proto/inference.proto`.
 #[allow(
@@ -35,7 +36,7 @@ use proto::{
 };
 
 /// The largest message a client may send, as the HTTP body limit.
-const MAX_MESSAGE_BYTES: usize = request::MAX_BODY_BYTES;
+const MAX_MESSAGE_BYTES: usize = cocktail_common::oip::limits::MAX_BODY_BYTES;
 
 /// The gRPC endpoint of a master.
 #[derive(Debug)]
@@ -45,12 +46,14 @@ pub struct Grpc {
     keys: Option<Arc<ApiKeys>>,
 }
 
-/// Serves gRPC on `listener` until the task is aborted; TLS with `identity`.
+/// Serves gRPC on `listener` until `shutdown` is cancelled, then finishes the calls under
+/// way; TLS with `identity`.
 pub async fn serve(
     master: Arc<Master>,
     keys: Option<Arc<ApiKeys>>,
     listener: std::net::TcpListener,
     identity: Option<Identity>,
+    shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(), MasterError> {
     let failed = |e: &dyn std::fmt::Display| MasterError::Internal(format!("gRPC server: {e}"));
     listener.set_nonblocking(true).map_err(|e| failed(&e))?;
@@ -65,7 +68,10 @@ pub async fn serve(
     }
     server
         .add_service(service)
-        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener),
+            shutdown.cancelled_owned(),
+        )
         .await
         .map_err(|e| failed(&e))
 }

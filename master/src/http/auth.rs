@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
 use cocktail_common::auth::Secret;
-use cocktail_worker::net::{bearer, presents};
+use cocktail_service::net::{bearer, presents};
 
 use super::routes::AppState;
 use crate::MasterError;

@@ -11,9 +11,10 @@ use futures_util::{Stream, StreamExt as _};
 use serde_json::{Map, Value};
 
 use super::views::CLASSIFY_FIELDS;
-use crate::request::{self, MAX_BODY_BYTES, SingleItem, ValidRequest};
+use crate::serving::request::{self, SingleItem, ValidRequest};
 use crate::{Master, MasterError};
 use cocktail_common::oip::InferRequest;
+use cocktail_common::oip::limits::MAX_BODY_BYTES;
 
 /// Reads and checks a `/v1/classify` body; returns the task's name and the request.
 pub async fn classify_request<S>(

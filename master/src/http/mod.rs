@@ -1,6 +1,6 @@
 //! The master's HTTP surface: OIP v2 for ensembles, `/v1/classify`, `/v1/feedback`, the
 //! worker control plane, `/openapi.json` and `/metrics`. Handlers are thin: they read
-//! the body, call [`crate::request`] and [`crate::Master`], and shape the answer.
+//! the body, call [`crate::serving::request`] and [`crate::Master`], and shape the answer.
 
 mod auth;
 mod classify;

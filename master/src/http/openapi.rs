@@ -3,7 +3,7 @@
 //! master serves (its tasks, its zoo's models) are filled in when it is asked.
 
 use actix_web::{HttpResponse, web};
-use cocktail_worker::http::surface::{narrow_path_parameter, narrow_property};
+use cocktail_service::surface::{narrow_path_parameter, narrow_property};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -36,6 +36,7 @@ use super::views;
         routes::pools,
         routes::set_mix,
         routes::mix_decisions,
+        routes::control_steps,
         routes::instances,
         routes::decisions,
         routes::cost,
@@ -49,7 +50,7 @@ use super::views;
         cocktail_common::oip::InferResponse,
         cocktail_common::oip::ResponseOutput,
         cocktail_common::oip::RequestedOutput,
-        cocktail_worker::http::openapi::BinaryTensors,
+        cocktail_service::surface::BinaryTensors,
         cocktail_common::oip::ModelMetadata,
         cocktail_common::oip::TensorMetadata,
         cocktail_common::oip::ErrorBody,
@@ -59,11 +60,11 @@ use super::views;
         cocktail_common::control::Notice,
         cocktail_common::control::Deregistration,
         crate::error::MemberFailure,
-        crate::registry::InstanceView,
-        crate::controller::PoolReport,
-        crate::controller::CostReport,
-        crate::provider::InstanceRecord,
-        crate::provider::InstanceStatus,
+        crate::serving::registry::InstanceView,
+        crate::resources::controller::PoolReport,
+        crate::resources::controller::CostReport,
+        crate::resources::provider::InstanceRecord,
+        crate::resources::provider::InstanceStatus,
         views::TaskList,
         views::TaskSummary,
         views::ModelSummary,

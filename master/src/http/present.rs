@@ -10,8 +10,8 @@ use cocktail_common::oip::{
 use serde_json::{Map, Value, json};
 
 use super::views::Provenance;
-use crate::service::Answer;
-use crate::tasks::TaskTable;
+use crate::serving::answer::Answer;
+use crate::serving::tasks::TaskTable;
 use crate::{Master, MasterError};
 
 /// What every answer reports about how it was made, besides the votes.

@@ -9,7 +9,7 @@ use cocktail_common::control::{Deregistration, Heartbeat, Notice, Registered, Re
 use cocktail_common::oip::{
     ErrorBody, InferRequest, InferResponse, ModelMetadata, ServerMetadata, binary,
 };
-use cocktail_worker::http::surface::{endpoint, not_found, oip_body};
+use cocktail_service::surface::{endpoint, not_found, oip_body};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 
@@ -22,13 +22,13 @@ use super::views::{
     MixRequest, ModelSummary, PoolList, TaskList, TaskSummary, WorkerList,
 };
 use crate::access::Access;
-use crate::control::{at_most, check_registration};
-use crate::controller::{Controller, CostReport};
-use crate::mix::MAX_TYPES;
-use crate::request;
-use crate::service::Answer;
-use crate::store::Collection;
+use crate::resources::controller::{Controller, CostReport};
+use crate::resources::store::Collection;
+use crate::serving::answer::Answer;
+use crate::serving::control::{at_most, check_registration};
+use crate::serving::request;
 use crate::{Master, MasterError};
+use cocktail_policy::mix::MAX_TYPES;
 
 /// Everything the handlers share.
 #[derive(Debug)]
@@ -78,6 +78,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(endpoint("/v1/pools", Method::GET, pools))
     .service(endpoint("/v1/pools/{model}/mix", Method::PUT, set_mix))
     .service(endpoint("/v1/mix-decisions", Method::GET, mix_decisions))
+    .service(endpoint("/v1/control-steps", Method::GET, control_steps))
     .service(endpoint("/v1/instances", Method::GET, instances))
     .service(endpoint("/v1/decisions", Method::GET, decisions))
     .service(endpoint("/v1/cost", Method::GET, cost))
@@ -201,11 +202,11 @@ pub async fn task_ready(
         ("Inference-Header-Content-Length" = Option<u64>, Header, description = "Triton's binary tensor extension: the body's first bytes, this many, are the JSON request; each input with `parameters.binary_data_size` has its raw elements after it, in order")),
     request_body(content(
         (InferRequest = "application/json"),
-        (cocktail_worker::http::openapi::BinaryTensors = "application/octet-stream"))),
+        (cocktail_service::surface::BinaryTensors = "application/octet-stream"))),
     responses((status = 401, description = "With `--api-keys`: no or an unknown key", body = ErrorBody),
         (status = 429, description = "With `--api-keys`: the key is over its requests per second", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
         (status = 200, description = "Outputs `class`, `label`, `scores` (those asked for); `parameters` holds the models, votes, weights, cache hit, degraded flag and interval. Binary outputs (asked with `binary_data`) follow the JSON, as in the request",
-            content((InferResponse = "application/json"), (cocktail_worker::http::openapi::BinaryTensors = "application/octet-stream")),
+            content((InferResponse = "application/json"), (cocktail_service::surface::BinaryTensors = "application/octet-stream")),
             headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"),
                 ("Inference-Header-Content-Length" = u64, description = "With binary outputs: the length of the JSON before them"))),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
@@ -345,8 +346,8 @@ pub async fn ensembles(state: web::Data<AppState>) -> HttpResponse {
         .snapshot()
         .into_iter()
         .map(|(key, s)| {
-            let s = s.lock().unwrap_or_else(|p| p.into_inner());
-            let task = key.split('|').next().unwrap_or_default();
+            let s = s.lock();
+            let task = key.task();
             let names = |ids: &[usize]| -> Vec<String> {
                 master
                     .tasks
@@ -360,7 +361,7 @@ pub async fn ensembles(state: web::Data<AppState>) -> HttpResponse {
                 generation: s.generation,
                 window_labelled: s.window_labelled(),
                 window_accuracy: s.window_accuracy(),
-                key,
+                key: key.to_string(),
             }
         })
         .collect();
@@ -589,6 +590,19 @@ pub async fn set_mix(
         model: model.into_inner(),
         changed,
     }))
+}
+
+/// The control loop's steps, each with the measurements it decided on and its decisions
+/// (kept with `--record-control-steps`), to replay in the simulator's loop.
+#[utoipa::path(get, path = "/v1/control-steps", security(("admin_token" = [])), params(Limit), responses((status = 401, description = "No or a wrong admin token", body = ErrorBody),
+        (status = 200, description = "Control steps", body = DecisionList),
+    (status = 404, description = "This master runs without a resource controller", body = ErrorBody), (status = 422, description = "Bad limit", body = ErrorBody)))]
+pub async fn control_steps(
+    _: Admin,
+    state: web::Data<AppState>,
+    query: web::Query<Limit>,
+) -> Result<HttpResponse> {
+    recent(&state, &query, Collection::ControlSteps)
 }
 
 /// Mixes chosen by Ribbon, Kairos or an operator, with their evidence.

@@ -7,12 +7,12 @@ use serde_json::Value;
 use utoipa::openapi::schema::{Array, ArrayBuilder, ObjectBuilder, Type};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::controller::PoolReport;
 use crate::error::MemberFailure;
-use crate::mix::MAX_TYPES;
-use crate::provider::InstanceRecord;
-use crate::registry::InstanceView;
-use crate::service::Substitute;
+use crate::resources::controller::PoolReport;
+use crate::resources::provider::InstanceRecord;
+use crate::serving::answer::Substitute;
+use crate::serving::registry::InstanceView;
+use cocktail_policy::mix::MAX_TYPES;
 
 /// `GET /v2/models`: the tasks served.
 #[derive(Debug, Serialize, ToSchema)]
@@ -123,8 +123,8 @@ pub struct ClassifyRequest {
     /// The latency target in milliseconds (above 0, at most 60,000).
     #[schema(exclusive_minimum = 0.0, maximum = 60000.0)]
     pub latency_ms: f64,
-    /// The accuracy target, from 0 to 1.
-    #[schema(minimum = 0.0, maximum = 1.0)]
+    /// The accuracy target, above 0 and at most 1.
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub accuracy: f64,
     /// What to favour once both targets are met.
     pub objective: Option<ObjectiveName>,

@@ -1,25 +1,39 @@
-//! The resource controller: every interval it measures the load, predicts it one
-//! provisioning horizon ahead, and runs the autoscaler ([`crate::autoscale`]) over the
-//! pools; every reactive interval it checks SLO violations; on a spot interruption it
-//! stops routing to the doomed instance and launches a replacement (mark.txt §4.5); every
-//! health interval it replaces instances that are dead, hung or never registered
-//! ([`health`]). The provider carries out the decisions; the store keeps them with their
+//! The resource controller: one actor task runs the shared control loop
+//! ([`cocktail_policy::control`]) on live measurements: every interval it measures the
+//! load, predicts it one provisioning horizon ahead and sizes the pools; every reactive
+//! interval it checks SLO violations; on a spot interruption it stops routing to the
+//! doomed instance and launches a replacement (mark.txt §4.5); every health interval it
+//! replaces instances that are dead, hung or never registered ([`health`]). The simulator
+//! runs the same loop, so both make the same decisions from the same measurements. The
+//! provider carries out the decisions, one at a time; the store keeps them with their
 //! reasons.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use cocktail_common::catalog::{self, Catalog, InstanceType};
 use cocktail_common::{Profile, Zoo};
+use cocktail_policy::autoscale::{self, Action, Decision, InstanceState, Offer};
+pub use cocktail_policy::control::Policy;
+use cocktail_policy::control::{
+    self, Control, ControlConfig, IntervalReport, Measurements, PoolMeasure,
+};
+use cocktail_policy::predict::{self, Predictor, PredictorKind};
+use cocktail_policy::selection::Candidate;
 use serde::Serialize;
-use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
-use crate::autoscale::{self, Action, AutoscaleConfig, Decision, InstanceState, Offer, PoolState};
-use crate::predict::{self, Predictor};
-use crate::provider::{InstanceRecord, InstanceStatus, Interruption, LaunchSpec, Provider, now_s};
-use crate::store::{Collection, Store};
-use crate::usage::Snapshot;
+use crate::resources::provider::{
+    InstanceRecord, InstanceStatus, Interruption, LaunchSpec, Provider, now_s,
+};
+use crate::resources::store::{
+    ControlStepRecord, DecisionRecord, SpotPriceRecord, Store, UtilisationRecord,
+};
+use crate::serving::usage::Snapshot;
 use crate::{Master, MasterError};
 
 mod admission;
@@ -32,33 +46,26 @@ pub use mixes::{MixConfig, Optimiser};
 
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
-    /// Ts: how often the predictive autoscaler runs (Cocktail: 1 minute).
-    pub interval: Duration,
-    /// How often SLO violations are checked (Cocktail: 10 s).
-    pub reactive_interval: Duration,
-    /// Tp: how far ahead the load is predicted (Cocktail: 10 minutes).
-    pub horizon: Duration,
-    /// The importance-sampling window (Cocktail: 5 minutes).
-    pub importance_window: Duration,
-    /// `mwa`, `ewma`, `linear`, `holt-winters` or `learned` (the ONNX MLP).
-    pub predictor: String,
-    pub autoscale: AutoscaleConfig,
+    /// The shared loop's periods, horizon, policy and autoscaler settings. Its
+    /// `sizes_pools` is set by the controller: off when a mix optimiser sizes the pools
+    /// (an instance the reactive check added would spoil Ribbon's measurement window and
+    /// be reconciled away at the next interval).
+    pub control: ControlConfig,
+    pub predictor: PredictorKind,
     /// Buy spot when its price is under the bid (else on-demand).
     pub spot: bool,
     /// Instance types the controller may buy (empty: all of the catalog).
     pub instance_types: Vec<String>,
     /// Models whose pools it manages (empty: every model of the zoo).
     pub models: Vec<String>,
-    /// Which provisioning policy runs every interval.
-    pub policy: Policy,
-    /// How long a launch takes to serve (MArk's launch overhead).
-    pub launch_time: Duration,
     /// Track SLO violations over each model's last M member calls (MArk §4.4) instead
     /// of over the last reactive interval.
     pub slo_last_requests: Option<usize>,
     /// Stopped burstable instances kept per pool, resumed on a spot interruption
     /// (mark.txt §4.5).
     pub standbys: usize,
+    /// Keep every step of the control loop (measurements and decisions) in the store.
+    pub record_steps: bool,
     /// Choose each pool's instance mix with Ribbon or Kairos instead of the autoscaler.
     pub mix: Option<MixConfig>,
     /// How often running instances are checked against the registry.
@@ -67,32 +74,17 @@ pub struct ControllerConfig {
     pub register_within: Duration,
 }
 
-/// The predictive provisioning policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Policy {
-    /// Cocktail's Algorithm 2: importance-weighted demand at T + Tp, cheapest cover.
-    #[default]
-    Cocktail,
-    /// MArk's Algorithm 1: greedy least cost per request over the next m steps.
-    Mark,
-}
-
 impl Default for ControllerConfig {
     fn default() -> Self {
         Self {
-            interval: Duration::from_secs(60),
-            reactive_interval: Duration::from_secs(10),
-            horizon: Duration::from_secs(600),
-            importance_window: Duration::from_secs(300),
-            predictor: "ewma".into(),
-            autoscale: AutoscaleConfig::default(),
+            control: ControlConfig::default(),
+            predictor: PredictorKind::Ewma,
             spot: true,
             instance_types: Vec::new(),
             models: Vec::new(),
-            policy: Policy::Cocktail,
-            launch_time: Duration::from_secs(60),
             slo_last_requests: None,
             standbys: 0,
+            record_steps: false,
             mix: None,
             health_interval: Duration::from_secs(1),
             register_within: Duration::from_secs(120),
@@ -119,24 +111,25 @@ pub struct PoolReport {
 }
 
 #[derive(Debug)]
-struct Measures {
-    last: Snapshot,
-    last_reactive: Snapshot,
-    /// Per-interval request deltas within the importance window.
-    window: VecDeque<Snapshot>,
-    predicted: f64,
-    pools: Vec<PoolReport>,
-}
-
-#[derive(Debug)]
 pub struct Controller {
     master: Arc<Master>,
     pub provider: Arc<dyn Provider>,
     catalog: Catalog,
     models: HashMap<String, ModelInfo>,
     config: ControllerConfig,
-    predictor: Mutex<Box<dyn Predictor>>,
-    measures: Mutex<Measures>,
+    /// The loop's state until the actor takes it, and when the loop started.
+    control: Mutex<Option<Control>>,
+    started: f64,
+    /// The last interval's report, for `/v1/pools`.
+    last_interval: Mutex<Option<IntervalReport>>,
+    /// Usage at the last interval, for the mix optimisers' satisfaction.
+    last_usage: Mutex<Snapshot>,
+    /// Spot notices workers forward (EC2), handed to the actor.
+    notices: mpsc::UnboundedSender<Interruption>,
+    notices_in: Mutex<Option<mpsc::UnboundedReceiver<Interruption>>>,
+    /// Held while a decision is carried out: launches and terminations happen one at a
+    /// time whichever part of the controller (loop, health, manual mix) decided them.
+    executing: tokio::sync::Mutex<()>,
     pub store: Arc<dyn Store>,
     standbys: Mutex<Standbys>,
     searches: Mutex<HashMap<String, MixSearch>>,
@@ -159,23 +152,18 @@ impl Controller {
         store: Arc<dyn Store>,
         config: ControllerConfig,
     ) -> Result<Arc<Self>, MasterError> {
-        let steps_per_day = (86_400.0 / config.interval.as_secs_f64().max(1e-3)).round() as usize;
-        let predictor: Box<dyn Predictor> = if config.predictor == "learned" {
-            Box::new(crate::learned::Learned::load(
-                &zoo.root().join(crate::learned::MODEL_FILE),
-                None,
-            )?)
-        } else {
-            predict::by_name(&config.predictor, steps_per_day.max(1)).ok_or_else(|| {
-                MasterError::invalid(
-                    "predictor",
-                    format!(
-                        "`{}` is not one of mwa, ewma, linear, holt-winters, learned",
-                        config.predictor
-                    ),
-                )
-            })?
+        let control_config = ControlConfig {
+            sizes_pools: config.mix.is_none(),
+            ..config.control.clone()
         };
+        let predictor: Box<dyn Predictor> =
+            match predict::build(config.predictor, control_config.steps_per_day()) {
+                Some(predictor) => predictor,
+                None => Box::new(crate::resources::learned::Learned::load(
+                    &zoo.root().join(crate::resources::learned::MODEL_FILE),
+                    None,
+                )?),
+            };
         for t in &config.instance_types {
             if catalog.get(t).is_none() {
                 return Err(MasterError::invalid(
@@ -189,11 +177,7 @@ impl Controller {
             if !config.models.is_empty() && !config.models.contains(&m.name) {
                 continue;
             }
-            let latency_ms = m
-                .profile
-                .as_ref()
-                .and_then(|p| p.latency_us(1, 1))
-                .map_or(1000.0, |us| us / 1000.0);
+            let latency_ms = Candidate::of(m).latency_ms;
             models.insert(
                 m.name.clone(),
                 ModelInfo {
@@ -210,19 +194,20 @@ impl Controller {
                 ));
             }
         }
+        let (notices, notices_in) = mpsc::unbounded_channel();
+        let started = now_s();
         Ok(Arc::new(Self {
-            measures: Mutex::new(Measures {
-                last: master.usage.snapshot(),
-                last_reactive: master.usage.snapshot(),
-                window: VecDeque::new(),
-                predicted: 0.0,
-                pools: Vec::new(),
-            }),
+            control: Mutex::new(Some(Control::new(control_config, predictor, started))),
+            started,
+            last_interval: Mutex::new(None),
+            last_usage: Mutex::new(master.usage.snapshot()),
+            notices,
+            notices_in: Mutex::new(Some(notices_in)),
+            executing: tokio::sync::Mutex::new(()),
             master,
             provider,
             catalog,
             models,
-            predictor: Mutex::new(predictor),
             config,
             store,
             standbys: Mutex::new(Standbys::default()),
@@ -231,42 +216,172 @@ impl Controller {
         }))
     }
 
-    /// Runs the predictive, reactive, health and interruption loops until the runtime
-    /// stops.
-    pub fn spawn(self: &Arc<Self>) {
-        let health = Arc::clone(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(health.config.health_interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                health.health_step().await;
+    /// Starts the controller's actor: a warm start (every pool at its minimum), then the
+    /// control loop, the health checks and the spot notices, in one task, until
+    /// `shutdown` is cancelled. Calling it again does nothing.
+    pub fn spawn(self: &Arc<Self>, shutdown: CancellationToken) {
+        let control = self.control.lock().take();
+        let notices = self.notices_in.lock().take();
+        let (Some(control), Some(notices)) = (control, notices) else {
+            return;
+        };
+        let controller = Arc::clone(self);
+        tokio::spawn(async move { controller.run(control, notices, shutdown).await });
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        mut control: Control,
+        mut notices: mpsc::UnboundedReceiver<Interruption>,
+        shutdown: CancellationToken,
+    ) {
+        let mut provider_notices = self.provider.interruptions();
+        self.warm_start(&mut control).await;
+        let health_every = self.config.health_interval;
+        let mut next_health = tokio::time::Instant::now();
+        loop {
+            let until_due = Duration::from_secs_f64((control.next_due() - now_s()).max(0.0));
+            let wake = (tokio::time::Instant::now() + until_due).min(next_health);
+            let mut arrived = Vec::new();
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep_until(wake) => {}
+                Some(notice) = notices.recv() => arrived.push(notice),
+                Some(notice) = async {
+                    match provider_notices.as_mut() {
+                        Some(rx) => rx.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => arrived.push(notice),
             }
-        });
-        let predictive = Arc::clone(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(predictive.config.interval);
-            loop {
-                tick.tick().await;
-                predictive.predictive_step().await;
+            if tokio::time::Instant::now() >= next_health {
+                self.health_step().await;
+                next_health = tokio::time::Instant::now() + health_every;
             }
-        });
-        let reactive = Arc::clone(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(reactive.config.reactive_interval);
-            tick.tick().await; // the first tick is immediate; measure a whole interval first
-            loop {
-                tick.tick().await;
-                reactive.reactive_step().await;
+            self.control_step(&mut control, arrived).await;
+        }
+    }
+
+    /// Every pool at its minimum before any load is seen; with a mix optimiser, its first
+    /// configuration.
+    async fn warm_start(&self, control: &mut Control) {
+        let (measurements, _) = self.measure(Vec::new()).await;
+        if let Some(mix) = &self.config.mix {
+            self.mix_round(mix, &measurements, 0.0).await;
+            return;
+        }
+        for decision in control.warm_start(&measurements) {
+            self.execute("predictive", 0.0, decision).await;
+        }
+    }
+
+    /// Runs the loop at the current time until nothing more is due: measure, step, carry
+    /// out. Notices of spot interruptions are handled first.
+    async fn control_step(&self, control: &mut Control, notices: Vec<Interruption>) {
+        let now = now_s();
+        let mut interruptions = Vec::new();
+        for notice in notices {
+            self.stop_routing(&notice);
+            if !self.resume_standby(&notice).await {
+                interruptions.push(control::Interruption {
+                    id: notice.id,
+                    pool: notice.model,
+                    instance_type: notice.instance_type,
+                    reason: notice.reason,
+                });
             }
+        }
+        while !interruptions.is_empty() || control.due(now) {
+            let (measurements, records) = self.measure(std::mem::take(&mut interruptions)).await;
+            let step = control.step(&measurements, now);
+            if self.config.record_steps {
+                self.store.save(&ControlStepRecord {
+                    start: self.started,
+                    at: now,
+                    predictor: self.config.predictor,
+                    config: control.config().clone(),
+                    measurements: measurements.clone(),
+                    decisions: step.decisions.clone(),
+                });
+            }
+            let predicted = step.interval.as_ref().map_or(0.0, |r| r.predicted);
+            for (trigger, decision) in step.decisions {
+                self.execute(trigger.name(), predicted, decision).await;
+            }
+            if let Some(report) = step.interval {
+                self.closed_interval(&report, &measurements, &records).await;
+            }
+        }
+    }
+
+    /// After a predictive interval: its figures into the metrics and the store, the mix
+    /// optimisers' turn, the cold standbys, the costs.
+    async fn closed_interval(
+        &self,
+        report: &IntervalReport,
+        measurements: &Measurements,
+        records: &[InstanceRecord],
+    ) {
+        metrics::gauge!("cocktail_master_load_rps").set(report.rate);
+        metrics::gauge!("cocktail_master_predicted_rps").set(report.predicted);
+        let now = now_s();
+        self.store.save(&UtilisationRecord {
+            at: now,
+            rate: report.rate,
+            predicted: report.predicted,
+            requests: report.requests,
         });
-        if let Some(mut notices) = self.provider.interruptions() {
-            let controller = Arc::clone(self);
-            tokio::spawn(async move {
-                while let Some(notice) = notices.recv().await {
-                    controller.interrupted(notice).await;
-                }
+        for ty in self.allowed_types() {
+            self.store.save(&SpotPriceRecord {
+                at: now,
+                instance_type: ty.name.clone(),
+                price: self.provider.spot_price(ty),
+                on_demand: ty.on_demand_per_hour,
             });
+        }
+        *self.last_interval.lock() = Some(report.clone());
+        if let Some(mix) = &self.config.mix {
+            self.mix_round(mix, measurements, report.predicted).await;
+        }
+        for (trigger, decision) in self.tend_standbys(records, measurements, report) {
+            self.execute(trigger, report.predicted, decision).await;
+        }
+        self.publish_costs().await;
+    }
+
+    /// One interval of every pool's mix optimiser, for a predicted load of `predicted`.
+    async fn mix_round(&self, mix: &MixConfig, measurements: &Measurements, predicted: f64) {
+        let latest = {
+            let snapshot = self.master.usage.snapshot();
+            let mut last = self.last_usage.lock();
+            let delta = snapshot.since(&last);
+            *last = snapshot;
+            delta
+        };
+        let weights: HashMap<&str, f64> = self
+            .last_interval
+            .lock()
+            .as_ref()
+            .map(|r| {
+                r.pools
+                    .iter()
+                    .map(|p| (p.model.clone(), p.weight))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|(m, w)| Some((self.models.get_key_value(m)?.0.as_str(), *w)))
+            .collect();
+        for pool in &measurements.pools {
+            let satisfaction = latest
+                .models
+                .get(&pool.model)
+                .filter(|u| u.requests > 0)
+                .map(|u| 1.0 - u.misses as f64 / u.requests as f64);
+            let demand = predicted * weights.get(pool.model.as_str()).copied().unwrap_or(0.0);
+            for decision in self.mix_step(mix, pool, demand, satisfaction) {
+                self.execute("mix", predicted, decision).await;
+            }
         }
     }
 
@@ -292,10 +407,6 @@ impl Controller {
     }
 
     /// What each type costs a pool now: spot under the bid, else on-demand.
-    fn offers(&self, pool: &PoolState) -> Vec<Offer> {
-        self.offers_for(&pool.model)
-    }
-
     fn offers_for(&self, model: &str) -> Vec<Offer> {
         let profile = self.models.get(model).and_then(|m| m.profile.as_ref());
         self.allowed_types()
@@ -324,15 +435,21 @@ impl Controller {
         }
     }
 
-    /// The pools as the autoscaler sees them. Interrupted instances still count until they
-    /// go: the interruption handler launches their replacements, and counting neither
-    /// would make this step launch a second one.
-    fn pools(
+    /// What the control loop sees now: the usage counters, every managed pool with its
+    /// instances and offers, and `interruptions`. Interrupted instances still count
+    /// until they go: the interruption's replacement is launched by the loop, and
+    /// counting neither would make the next interval launch a second one. Every managed
+    /// pool is in use: the live master keeps a minimum of each, ready for any ensemble.
+    async fn measure(
         &self,
-        records: &[InstanceRecord],
-        requests: &HashMap<String, u64>,
-        slo: &HashMap<String, f64>,
-    ) -> Vec<PoolState> {
+        interruptions: Vec<control::Interruption>,
+    ) -> (Measurements, Vec<InstanceRecord>) {
+        let records = self.live_instances().await;
+        let usage = self.master.usage.snapshot();
+        let recent = self
+            .config
+            .slo_last_requests
+            .map(|count| self.master.usage.recent_misses(count));
         let idle: HashMap<String, f64> = self
             .master
             .registry
@@ -341,23 +458,17 @@ impl Controller {
             .map(|v| (v.id, v.idle_ms as f64 / 1000.0))
             .collect();
         let now = now_s();
-        let standbys = self
-            .standbys
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .all
-            .clone();
+        let standbys = self.standbys.lock().all.clone();
         let mut names: Vec<&String> = self.models.keys().collect();
         names.sort();
-        names
+        let pools = names
             .into_iter()
             .map(|model| {
                 let info = &self.models[model];
-                let instances = records
-                    .iter()
+                let own = || records.iter().filter(move |r| &r.model == model);
+                let instances = own()
                     .filter(|r| {
-                        &r.model == model
-                            && !matches!(r.status, InstanceStatus::Stopped | InstanceStatus::Failed)
+                        !matches!(r.status, InstanceStatus::Stopped | InstanceStatus::Failed)
                             && !standbys.contains(&r.id)
                     })
                     .map(|r| InstanceState {
@@ -371,180 +482,38 @@ impl Controller {
                         price_per_hour: r.price_per_hour,
                     })
                     .collect();
-                PoolState {
+                let used = usage.models.get(model);
+                PoolMeasure {
                     model: model.clone(),
                     latency_ms: info.latency_ms,
-                    requests: requests.get(model).copied().unwrap_or(0),
+                    calls: used.map_or(0, |u| u.requests),
+                    misses: used.map_or(0, |u| u.misses),
+                    recent_miss_share: recent
+                        .as_ref()
+                        .map(|r| r.get(model).copied().unwrap_or(0.0)),
                     instances,
-                    slo_violations: slo.get(model).copied().unwrap_or(0.0),
+                    booting: own().any(|r| r.status == InstanceStatus::Provisioning),
+                    in_use: true,
+                    offers: self.offers_for(model),
                 }
-            })
-            .collect()
-    }
-
-    /// One predictive interval (Algorithm 2).
-    pub async fn predictive_step(&self) {
-        let interval_s = self.config.interval.as_secs_f64().max(1e-3);
-        let steps = ((self.config.horizon.as_secs_f64() / interval_s).round() as usize).max(1);
-        let window_len =
-            ((self.config.importance_window.as_secs_f64() / interval_s).round() as usize).max(1);
-        let snapshot = self.master.usage.snapshot();
-        let (predicted, total, requests) = {
-            let mut m = self.measures.lock().unwrap_or_else(|p| p.into_inner());
-            let delta = snapshot.since(&m.last);
-            m.last = snapshot;
-            let served = delta.requests;
-            let rate = served as f64 / interval_s;
-            let predicted = {
-                let mut predictor = self.predictor.lock().unwrap_or_else(|p| p.into_inner());
-                predictor.observe(rate);
-                predictor.forecast(steps)
-            };
-            m.window.push_back(delta);
-            while m.window.len() > window_len {
-                m.window.pop_front();
-            }
-            m.predicted = predicted;
-            let total: u64 = m.window.iter().map(|d| d.requests).sum();
-            let mut requests: HashMap<String, u64> = HashMap::new();
-            for d in &m.window {
-                for (model, u) in &d.models {
-                    *requests.entry(model.clone()).or_default() += u.requests;
-                }
-            }
-            metrics::gauge!("cocktail_master_load_rps").set(rate);
-            metrics::gauge!("cocktail_master_predicted_rps").set(predicted);
-            self.store.record(
-                Collection::Utilisation,
-                json!({ "at": now_s(), "rate": rate, "predicted": predicted, "requests": served }),
-            );
-            (predicted, total, requests)
-        };
-        let now = now_s();
-        for ty in self.allowed_types() {
-            self.store.record(
-                Collection::SpotPrices,
-                json!({ "at": now, "instance_type": ty.name, "price": self.provider.spot_price(ty), "on_demand": ty.on_demand_per_hour }),
-            );
-        }
-        let records = self.live_instances().await;
-        let pools = self.pools(&records, &requests, &HashMap::new());
-        if let Some(mix) = &self.config.mix {
-            let latest = {
-                let m = self.measures.lock().unwrap_or_else(|p| p.into_inner());
-                m.window.back().cloned()
-            };
-            for pool in &pools {
-                let usage = latest.as_ref().and_then(|d| d.models.get(&pool.model));
-                let satisfaction = usage
-                    .filter(|u| u.requests > 0)
-                    .map(|u| 1.0 - u.misses as f64 / u.requests as f64);
-                let demand = predicted * pool.weight(total);
-                for decision in self.mix_step(mix, pool, demand, satisfaction) {
-                    self.execute("mix", predicted, decision).await;
-                }
-            }
-            self.publish_costs().await;
-            return;
-        }
-        let decisions = match self.config.policy {
-            Policy::Cocktail => autoscale::plan(
-                predicted,
-                total,
-                &pools,
-                &|p| self.offers(p),
-                &self.config.autoscale,
-            ),
-            Policy::Mark => {
-                let forecast: Vec<f64> = {
-                    let predictor = self.predictor.lock().unwrap_or_else(|p| p.into_inner());
-                    (1..=steps).map(|k| predictor.forecast(k)).collect()
-                };
-                autoscale::mark(
-                    &forecast,
-                    total,
-                    &pools,
-                    &|p| self.offers(p),
-                    &self.config.autoscale,
-                    self.config.interval.as_secs_f64(),
-                    self.config.launch_time.as_secs_f64(),
-                )
-            }
-        };
-        {
-            let mut m = self.measures.lock().unwrap_or_else(|p| p.into_inner());
-            m.pools = pools
-                .iter()
-                .map(|p| {
-                    let weight = p.weight(total);
-                    PoolReport {
-                        model: p.model.clone(),
-                        weight,
-                        demand: predicted * weight,
-                        capacity: p.capacity(&self.config.autoscale),
-                        instances: p.instances.len(),
-                        requests: p.requests,
-                    }
-                })
-                .collect();
-        }
-        self.publish_costs().await;
-        for decision in decisions {
-            self.execute("predictive", predicted, decision).await;
-        }
-        for (trigger, decision) in self.tend_standbys(&records, &pools, predicted, total) {
-            self.execute(trigger, predicted, decision).await;
-        }
-    }
-
-    /// The reactive check: one more instance for pools missing deadlines.
-    pub async fn reactive_step(&self) {
-        // A mix optimiser owns the pools: an instance added here would spoil Ribbon's
-        // measurement window and be reconciled away at the next interval.
-        if self.config.mix.is_some() {
-            return;
-        }
-        let snapshot = self.master.usage.snapshot();
-        let delta = {
-            let mut m = self.measures.lock().unwrap_or_else(|p| p.into_inner());
-            let delta = snapshot.since(&m.last_reactive);
-            m.last_reactive = snapshot;
-            delta
-        };
-        let records = self.live_instances().await;
-        // Cocktail samples the violations of the last interval; MArk those of the last M
-        // member calls per model.
-        let shares: HashMap<String, f64> = match self.config.slo_last_requests {
-            Some(count) => self.master.usage.recent_misses(count),
-            None => delta
-                .models
-                .iter()
-                .filter(|(_, u)| u.requests > 0)
-                .map(|(model, u)| (model.clone(), u.misses as f64 / u.requests as f64))
-                .collect(),
-        };
-        // A pool still provisioning help is not asked again.
-        let slo: HashMap<String, f64> = shares
-            .into_iter()
-            .filter(|(model, _)| {
-                !records
-                    .iter()
-                    .any(|r| &r.model == model && r.status == InstanceStatus::Provisioning)
             })
             .collect();
-        let pools = self.pools(&records, &HashMap::new(), &slo);
-        for decision in autoscale::react(&pools, &|p| self.offers(p), &self.config.autoscale) {
-            self.execute("reactive", 0.0, decision).await;
-        }
+        let measurements = Measurements {
+            requests: usage.requests,
+            pools,
+            interruptions,
+        };
+        (measurements, records)
     }
 
-    /// A spot notice a worker read from its instance metadata (EC2). Returns `false` when
-    /// the instance is not one this controller launched.
-    pub async fn worker_notice(self: &Arc<Self>, id: &str, action: &str) -> bool {
+    /// A spot notice a worker read from its instance metadata (EC2), handed to the
+    /// control loop. Returns `false` when the instance is not one this controller
+    /// launched.
+    pub async fn worker_notice(&self, id: &str, action: &str) -> bool {
         let Some(record) = self.live_instances().await.into_iter().find(|r| r.id == id) else {
             return false;
         };
-        self.interrupted(Interruption {
+        let notice = Interruption {
             id: record.id,
             model: record.model,
             instance_type: record.instance_type,
@@ -554,30 +523,33 @@ impl Controller {
                 format!("spot interruption notice ({action})")
             },
             notice: Duration::from_secs_f64(self.catalog.spot.notice_seconds),
-        })
-        .await;
-        true
+        };
+        self.notices.send(notice).is_ok()
     }
 
-    /// A spot notice: a replacement on-demand (a burstable standby when the catalog allows
-    /// one, mark.txt §4.5), and no new work for the doomed instance as soon as another
-    /// instance of its pool can take it (at the latest a second before it goes).
-    async fn interrupted(self: &Arc<Self>, notice: Interruption) {
-        let controller = Arc::clone(self);
+    /// No new work for an instance about to be interrupted as soon as another instance
+    /// of its pool can take it (at the latest a second before it goes).
+    fn stop_routing(&self, notice: &Interruption) {
+        let master = Arc::clone(&self.master);
         let (model, id) = (notice.model.clone(), notice.id.clone());
         let last_moment =
             tokio::time::Instant::now() + notice.notice.saturating_sub(Duration::from_secs(1));
         tokio::spawn(async move {
-            let registry = &controller.master.registry;
+            let registry = &master.registry;
             while !registry.serves_besides(&model, &id) && tokio::time::Instant::now() < last_moment
             {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             registry.drain(&id);
         });
+    }
+
+    /// Resumes a cold standby of the interrupted instance's pool (mark.txt §4.5), if it
+    /// has one; `false` when it has none and the loop should launch a replacement.
+    async fn resume_standby(&self, notice: &Interruption) -> bool {
         let records = self.live_instances().await;
         let cold = {
-            let standbys = self.standbys.lock().unwrap_or_else(|p| p.into_inner());
+            let standbys = self.standbys.lock();
             records
                 .iter()
                 .find(|r| {
@@ -587,54 +559,27 @@ impl Controller {
                 })
                 .map(|r| r.id.clone())
         };
-        if let Some(id) = cold {
-            self.standbys
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .active
-                .insert(id.clone());
-            let decision = Decision {
-                pool: notice.model.clone(),
-                action: Action::Resume { id: id.clone() },
-                weight: 0.0,
-                demand: 0.0,
-                capacity: 0.0,
-                reason: format!(
-                    "resumes cold standby {id} for {} after a spot interruption: {}",
-                    notice.id, notice.reason
-                ),
-            };
-            self.execute("interruption", 0.0, decision).await;
-            return;
-        }
-        let standby = self
-            .allowed_types()
-            .find(|t| t.burstable)
-            .or_else(|| self.catalog.get(&notice.instance_type))
-            .cloned();
-        let Some(ty) = standby else {
-            return;
+        let Some(id) = cold else {
+            return false;
         };
+        self.standbys.lock().active.insert(id.clone());
         let decision = Decision {
             pool: notice.model.clone(),
-            action: Action::Launch {
-                instance_type: ty.name.clone(),
-                count: 1,
-                spot: false,
-                price_per_hour: ty.on_demand_per_hour,
-            },
+            action: Action::Resume { id: id.clone() },
             weight: 0.0,
             demand: 0.0,
             capacity: 0.0,
             reason: format!(
-                "replaces {} after a spot interruption: {}",
+                "resumes cold standby {id} for {} after a spot interruption: {}",
                 notice.id, notice.reason
             ),
         };
         self.execute("interruption", 0.0, decision).await;
+        true
     }
 
     async fn execute(&self, trigger: &str, predicted: f64, decision: Decision) {
+        let _one_at_a_time = self.executing.lock().await;
         let mut outcome = Vec::new();
         match &decision.action {
             Action::Launch {
@@ -662,13 +607,9 @@ impl Controller {
                     match self.provider.launch(spec).await {
                         Ok(records) => {
                             for record in records {
-                                self.store.record(Collection::Instances, json!(record));
+                                self.store.save(&record);
                                 if trigger == "standby" {
-                                    self.standbys
-                                        .lock()
-                                        .unwrap_or_else(|p| p.into_inner())
-                                        .all
-                                        .insert(record.id.clone());
+                                    self.standbys.lock().all.insert(record.id.clone());
                                 }
                                 outcome.push(record.id);
                             }
@@ -708,10 +649,13 @@ impl Controller {
         }
         tracing::info!(trigger, pool = %decision.pool, reason = %decision.reason, ?outcome, "autoscaler decision");
         metrics::counter!("cocktail_master_autoscaler_decisions_total", "trigger" => trigger.to_owned()).increment(1);
-        self.store.record(
-            Collection::Decisions,
-            json!({ "at": now_s(), "trigger": trigger, "predicted": predicted, "decision": decision, "instances": outcome }),
-        );
+        self.store.save(&DecisionRecord {
+            at: now_s(),
+            trigger: trigger.to_owned(),
+            predicted,
+            decision,
+            instances: outcome,
+        });
     }
 
     /// Per-second cost of every instance so far, per pool and in total, into `/metrics`.
@@ -754,8 +698,23 @@ impl Controller {
     }
 
     pub fn pools_report(&self) -> (f64, Vec<PoolReport>) {
-        let m = self.measures.lock().unwrap_or_else(|p| p.into_inner());
-        (m.predicted, m.pools.clone())
+        let last = self.last_interval.lock();
+        let Some(report) = last.as_ref() else {
+            return (0.0, Vec::new());
+        };
+        let pools = report
+            .pools
+            .iter()
+            .map(|p| PoolReport {
+                model: p.model.clone(),
+                weight: p.weight,
+                demand: p.demand,
+                capacity: p.capacity,
+                instances: p.instances,
+                requests: p.requests,
+            })
+            .collect();
+        (report.predicted, pools)
     }
 }
 

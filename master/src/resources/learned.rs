@@ -5,14 +5,14 @@
 
 use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::Mutex;
 
 use ndarray::Array2;
 use ort::session::Session;
 use ort::value::TensorRef;
 
 use crate::MasterError;
-use crate::predict::Predictor;
+use cocktail_policy::predict::Predictor;
+use parking_lot::Mutex;
 
 /// Rates the model reads.
 pub const WINDOW: usize = 30;
@@ -31,8 +31,7 @@ impl Learned {
         let failed = |e: String| {
             MasterError::Internal(format!("learned predictor `{}`: {e}", model.display()))
         };
-        let env =
-            cocktail_worker::runtime::environment(ort_lib).map_err(|e| failed(e.to_string()))?;
+        let env = cocktail_onnx::environment(ort_lib).map_err(|e| failed(e.to_string()))?;
         let session = Session::builder(env)
             .and_then(|b| b.with_intra_threads(1).map_err(ort::Error::from))
             .and_then(|mut b| b.commit_from_file(model))
@@ -58,7 +57,7 @@ impl Learned {
             self.recent.iter().map(|r| (r / scale) as f32).collect(),
         )
         .ok()?;
-        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let mut session = self.session.lock();
         let tensor = TensorRef::from_array_view(input.view()).ok()?;
         let outputs = session.run(ort::inputs!["rates" => tensor]).ok()?;
         let (_, value) = outputs.iter().next()?;

@@ -5,9 +5,17 @@
 //! catches up after an outage.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+mod records;
+
+pub use records::{
+    ControlStepRecord, DecisionRecord, MixDecisionRecord, Record, SpotPriceRecord,
+    UtilisationRecord,
+};
 
 /// The collections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -18,6 +26,8 @@ pub enum Collection {
     Decisions,
     /// A pool's instance mix chosen by Ribbon or Kairos, with its evidence.
     MixDecisions,
+    /// Every step of the control loop with its measurements (`--record-control-steps`).
+    ControlSteps,
 }
 
 impl Collection {
@@ -28,15 +38,42 @@ impl Collection {
             Self::Utilisation => "utilisation",
             Self::Decisions => "decisions",
             Self::MixDecisions => "mix_decisions",
+            Self::ControlSteps => "control_steps",
         }
     }
 }
 
+/// Where documents go. Write typed records with `<dyn Store>::save`
+/// (`store.save(&DecisionRecord { .. })`); [`Store::record`] is the untyped path under it.
 pub trait Store: Send + Sync + std::fmt::Debug {
-    /// Records a document; never blocks on I/O.
+    /// Records a document; never blocks on I/O. Prefer `<dyn Store>::save` with a
+    /// [`Record`]: an ad-hoc `json!` document here has no schema.
     fn record(&self, collection: Collection, document: Value);
     /// The most recent documents of a collection, newest last (at most `limit`).
     fn recent(&self, collection: Collection, limit: usize) -> Vec<Value>;
+}
+
+impl dyn Store {
+    /// Records `record` in its collection; never blocks on I/O.
+    pub fn save<R: Record>(&self, record: &R) {
+        match serde_json::to_value(record) {
+            Ok(document) => self.record(R::COLLECTION, document),
+            // Only a map with non-string keys fails, which no record holds.
+            Err(e) => {
+                tracing::warn!(collection = R::COLLECTION.name(), error = %e, "record not serialisable");
+                metrics::counter!("cocktail_master_store_dropped_total").increment(1);
+            }
+        }
+    }
+
+    /// The most recent records of `R`'s collection, newest last (at most `limit`);
+    /// documents that are not an `R` are skipped.
+    pub fn recent_records<R: Record + DeserializeOwned>(&self, limit: usize) -> Vec<R> {
+        self.recent(R::COLLECTION, limit)
+            .into_iter()
+            .filter_map(|document| serde_json::from_value(document).ok())
+            .collect()
+    }
 }
 
 /// The in-process store: the last `capacity` documents of each collection.
@@ -57,7 +94,7 @@ impl MemoryStore {
 
 impl Store for MemoryStore {
     fn record(&self, collection: Collection, document: Value) {
-        let mut all = self.collections.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = self.collections.lock();
         let docs = all.entry(collection).or_default();
         docs.push_back(document);
         while docs.len() > self.capacity {
@@ -66,7 +103,7 @@ impl Store for MemoryStore {
     }
 
     fn recent(&self, collection: Collection, limit: usize) -> Vec<Value> {
-        let all = self.collections.lock().unwrap_or_else(|p| p.into_inner());
+        let all = self.collections.lock();
         all.get(&collection)
             .map(|docs| {
                 docs.iter()
@@ -84,18 +121,54 @@ mod tests {
 
     #[test]
     fn keeps_the_most_recent_documents_per_collection() {
-        let store = MemoryStore::new(2);
-        for i in 0..3 {
-            store.record(Collection::Decisions, serde_json::json!({ "i": i }));
+        let store: &dyn Store = &MemoryStore::new(2);
+        let price = |at: f64| SpotPriceRecord {
+            at,
+            instance_type: "m5.large".into(),
+            price: 0.03,
+            on_demand: 0.096,
+        };
+        for at in 0..3 {
+            store.save(&price(f64::from(at)));
         }
-        store.record(Collection::Instances, serde_json::json!({ "id": "x" }));
-        let recent = store.recent(Collection::Decisions, 10);
+        store.save(&UtilisationRecord {
+            at: 0.0,
+            rate: 1.0,
+            predicted: 2.0,
+            requests: 3,
+        });
+        let recent: Vec<SpotPriceRecord> = store.recent_records(10);
+        assert_eq!(recent, vec![price(1.0), price(2.0)]);
+        assert_eq!(store.recent(Collection::SpotPrices, 1).len(), 1);
         assert_eq!(
-            recent,
-            vec![serde_json::json!({ "i": 1 }), serde_json::json!({ "i": 2 })]
+            store.recent(Collection::SpotPrices, 1)[0]["instance_type"],
+            "m5.large"
         );
-        assert_eq!(store.recent(Collection::Decisions, 1).len(), 1);
-        assert_eq!(store.recent(Collection::Utilisation, 5).len(), 0);
+        assert_eq!(store.recent(Collection::Decisions, 5).len(), 0);
+    }
+
+    #[test]
+    fn a_mix_decision_leaves_out_what_it_does_not_have() {
+        let manual = MixDecisionRecord {
+            at: 1.0,
+            model: "resnet".into(),
+            optimiser: "manual".into(),
+            types: vec!["c5.large".into()],
+            current: None,
+            config: vec![2],
+            cost_per_hour: None,
+            demand: None,
+            evidence: None,
+        };
+        let document = serde_json::to_value(&manual).unwrap();
+        assert_eq!(
+            document,
+            serde_json::json!({"at": 1.0, "model": "resnet", "optimiser": "manual", "types": ["c5.large"], "config": [2]})
+        );
+        assert_eq!(
+            serde_json::from_value::<MixDecisionRecord>(document).unwrap(),
+            manual
+        );
     }
 }
 

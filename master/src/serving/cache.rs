@@ -1,7 +1,7 @@
 //! The shared model cache: the selection of each constraint key in Redis, so that several
 //! masters serve a constraint with the same ensemble (Cocktail §4.1, "model cache").
 //!
-//! The master's own table of constraint states ([`crate::state`]) is the in-process
+//! The master's own table of constraint states ([`crate::serving::state`]) is the in-process
 //! cache; this layer sits behind it. Redis is never required: every call has a short
 //! timeout, and an error or a timeout is a miss (counted in
 //! `cocktail_master_cache_errors_total`), never a failed request. The connection is made
@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use cocktail_common::redact::UrlWithCredentials;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::{Deserialize, Serialize};
 
@@ -47,8 +48,10 @@ impl SharedCache {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Self, MasterError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| MasterError::Internal(format!("redis URL `{url}`: {e}")))?;
+        let client = redis::Client::open(url).map_err(|e| {
+            let url = UrlWithCredentials::new(url);
+            MasterError::Internal(format!("redis URL `{url}`: {e}"))
+        })?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_millis(250)))
             .set_response_timeout(Some(timeout))

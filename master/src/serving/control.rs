@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cocktail_common::control::{MAX_COUNT, Registration};
 
 use crate::MasterError;
-use crate::tasks::TaskTable;
+use crate::serving::tasks::TaskTable;
 
 /// Longest instance id accepted, in bytes.
 pub const MAX_ID_BYTES: usize = 256;
@@ -67,7 +67,7 @@ mod tests {
     use cocktail_common::Zoo;
 
     use super::*;
-    use crate::tasks;
+    use crate::serving::tasks;
 
     fn registration(model: &str, url: &str, id: &str) -> Registration {
         Registration {

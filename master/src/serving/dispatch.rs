@@ -1,5 +1,5 @@
 //! Sending one request to one ensemble member: a slot from the member's pool
-//! ([`crate::registry`]), the worker call within the deadline, and a retry on another
+//! ([`crate::serving::registry`]), the worker call within the deadline, and a retry on another
 //! instance of the same pool while time remains.
 
 use std::sync::Arc;
@@ -8,8 +8,8 @@ use std::time::Instant;
 use cocktail_common::oip::tensor::{self, WireError};
 use cocktail_common::oip::{ErrorBody, binary};
 
-use crate::registry::{Instance, NoSlot, Registry};
-use crate::request::MemberBody;
+use crate::serving::registry::{Instance, NoSlot, Registry};
+use crate::serving::request::MemberBody;
 
 /// One member's answer for every item.
 #[derive(Debug, Clone)]

@@ -1,22 +1,22 @@
 //! Serving one ensemble slot so that a request fails only when no candidate could answer
 //! in time (DESIGN.md, the request path, step 4). A slot is the member O1/O2 chose; when
 //! it cannot answer (no live instance, refused, 5xx, deadline), the next candidate of
-//! [`crate::selection::substitutes`] that some worker serves stands in. A member that is
+//! [`cocktail_policy::selection::substitutes`] that some worker serves stands in. A member that is
 //! slow to answer is hedged: past [`hedge_after`] a substitute is asked too, and the
 //! first answer wins, so a hung worker costs a request a few milliseconds, not its
 //! deadline.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 
-use crate::dispatch::{MemberAnswer, MemberError, call_member};
-use crate::registry::Registry;
-use crate::request::MemberBody;
-use crate::tasks::TaskTable;
+use crate::serving::dispatch::{MemberAnswer, MemberError, call_member};
+use crate::serving::registry::Registry;
+use crate::serving::request::MemberBody;
+use crate::serving::tasks::TaskTable;
+use parking_lot::Mutex;
 
 /// A member is hedged when it has not answered within this many of its pool's typical
 /// call times...
@@ -41,7 +41,7 @@ impl Spares {
 
     /// The best remaining substitute that some worker serves now.
     fn take(&self, task: &TaskTable, registry: &Registry) -> Option<usize> {
-        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let mut queue = self.queue.lock();
         while let Some(model) = queue.pop_front() {
             if registry.serves(&task.models[model]) {
                 return Some(model);

@@ -2,6 +2,7 @@
 //! their shared cache, the worker pools, dispatch with deadlines, voting, feedback, and
 //! the usage the resource controller measures.
 
+pub mod answer;
 pub mod cache;
 pub mod control;
 pub mod dispatch;

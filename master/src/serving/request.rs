@@ -5,6 +5,7 @@
 //! refuses an input as invalid their 4xx is passed on.
 
 use bytes::Bytes;
+use cocktail_common::oip::limits::{MAX_ITEMS, MAX_TEXT_CHARS};
 use cocktail_common::oip::tensor::{self, ByteItem};
 use cocktail_common::oip::{
     IMAGE, InferRequest, PIXELS, RequestInput, RequestedOutput, TEXT, binary,
@@ -12,16 +13,10 @@ use cocktail_common::oip::{
 use serde_json::{Map, Value};
 
 use crate::error::MasterError;
-use crate::selection::{Constraint, Objective};
-use crate::tasks::{InputKind, TaskTable};
-use crate::voting::Scheme;
+use crate::serving::tasks::{InputKind, TaskTable};
+use cocktail_policy::selection::{Constraint, Objective};
+use cocktail_policy::voting::Scheme;
 
-/// Largest request body accepted, as the workers.
-pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
-/// Items per request, as the workers.
-pub const MAX_ITEMS: usize = 64;
-/// Characters per text item, as the workers.
-pub const MAX_TEXT_CHARS: usize = 10_000;
 /// Latency targets above a minute are a client's mistake.
 pub const MAX_LATENCY_MS: f64 = 60_000.0;
 
@@ -192,12 +187,13 @@ pub fn constraint(parameters: &Map<String, Value>) -> Result<Constraint, MasterE
         ));
     }
     let accuracy = number(parameters, "accuracy")?.ok_or_else(|| {
-        MasterError::invalid("accuracy", "is required: the accuracy target, from 0 to 1")
+        MasterError::invalid("accuracy", "is required: the accuracy target, in (0, 1]")
     })?;
-    if !(0.0..=1.0).contains(&accuracy) {
+    // A target of 0 asks for nothing: every ensemble, even an empty one, would meet it.
+    if !(accuracy > 0.0 && accuracy <= 1.0) {
         return Err(MasterError::invalid(
             "accuracy",
-            format!("must be from 0 to 1; given {accuracy}"),
+            format!("must be in (0, 1]; given {accuracy}"),
         ));
     }
     let objective = match parameters.get("objective") {
@@ -424,4 +420,40 @@ pub fn single_item_input(
 pub enum SingleItem<'a> {
     Image(&'a [u8]),
     Text(&'a str),
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn accuracy(value: Value) -> Result<f64, String> {
+        let parameters = json!({ "latency_ms": 5, "accuracy": value });
+        constraint(parameters.as_object().unwrap())
+            .map(|c| c.accuracy)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn accuracy_targets_lie_in_zero_exclusive_to_one_inclusive() {
+        for accepted in [1e-9, 0.5, 0.99, 1.0] {
+            assert_eq!(accuracy(json!(accepted)), Ok(accepted));
+        }
+        // Multipart forms carry the number as text.
+        assert_eq!(accuracy(json!("1")), Ok(1.0));
+        for refused in [
+            json!(0),
+            json!(0.0),
+            json!(-0.1),
+            json!(1.000_001),
+            json!("0"),
+        ] {
+            let error = accuracy(refused.clone()).unwrap_err();
+            assert!(
+                error.contains("`accuracy`") && error.contains("(0, 1]"),
+                "{refused}: {error}"
+            );
+        }
+    }
 }

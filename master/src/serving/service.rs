@@ -3,28 +3,41 @@
 //! vote → labels (real, or pseudo from the full candidate set) → O2 at interval ends.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use cocktail_common::Zoo;
 use cocktail_common::catalog::Catalog;
 use cocktail_common::latency::BatchLatency;
 use futures_util::future::join_all;
-use serde::Serialize;
 
-use crate::cache::{CachedSelection, SharedCache};
 use crate::config::MasterConfig;
-use crate::dispatch::{MemberAnswer, MemberError, call_member};
 use crate::error::{MasterError, MemberFailure};
-use crate::failover::{Call, Spares, serve_slot};
-use crate::registry::{Registry, Speed};
-use crate::request::ValidRequest;
-use crate::selection::{self, Adjustment, Constraint};
-use crate::state::{Answered, Ensembles, KeyState, LabelKind, Recent, constraint_key};
-use crate::tasks::{self, TaskTable};
-use crate::usage::Usage;
-use crate::voting::{Ballot, Scheme, vote};
+use crate::serving::answer::{self, Answer, Returns};
+use crate::serving::cache::{CachedSelection, SharedCache};
+use crate::serving::dispatch::{MemberError, call_member};
+use crate::serving::failover::{Call, Slot, Spares, serve_slot};
+use crate::serving::registry::{Registry, Speed};
+use crate::serving::request::ValidRequest;
+use crate::serving::state::{Answered, ConstraintKey, Ensembles, KeyState, LabelKind, Recent};
+use crate::serving::tasks::{self, TaskTable};
+use crate::serving::usage::Usage;
+use cocktail_policy::selection::{self, Adjustment, Constraint};
+use cocktail_policy::voting::{Ballot, BatchOutcome, Scheme, Voter, vote, vote_batch};
+
+/// A request's ensemble, as [`Master::resolve`] found it.
+struct Resolved {
+    task: Arc<TaskTable>,
+    key: ConstraintKey,
+    state: Arc<Mutex<KeyState>>,
+    cache_hit: bool,
+    members: Vec<usize>,
+    generation: u64,
+    deadline: Instant,
+}
 
 /// How often a constraint's selection is compared with the shared cache.
 const SYNC_PERIOD: Duration = Duration::from_secs(1);
@@ -47,56 +60,6 @@ pub struct Master {
     epoch: u64,
 }
 
-/// One member's part in an answer.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Vote {
-    pub model: String,
-    /// Class per item.
-    pub class: Vec<usize>,
-    pub label: Vec<String>,
-    /// The runtime weight `W[model][class]` its vote carried, per item.
-    pub weight: Vec<f64>,
-}
-
-/// A candidate that voted in place of a member that could not answer in time.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Substitute {
-    /// The ensemble member that gave no answer.
-    pub member: String,
-    /// The candidate that answered instead.
-    pub model: String,
-}
-
-/// The ensemble's answer to one request.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Answer {
-    pub id: String,
-    pub task: String,
-    pub class: Vec<usize>,
-    pub label: Vec<String>,
-    /// `[items][classes]`: the vote's score per class.
-    pub scores: Vec<Vec<f64>>,
-    /// The ensemble chosen for the constraint.
-    pub models: Vec<String>,
-    pub votes: Vec<Vote>,
-    /// Every model asked that gave no answer, and why (members and substitutes).
-    pub failed: Vec<MemberFailure>,
-    /// Members that could not answer in time and the candidates that voted instead.
-    pub substitutes: Vec<Substitute>,
-    pub scheme: &'static str,
-    pub cache_hit: bool,
-    /// Fewer models voted than the ensemble has: some member gave no answer and no
-    /// substitute could stand in.
-    pub degraded: bool,
-    #[schema(value_type = Object)]
-    pub interval: serde_json::Value,
-    /// The master's own time up to the vote: everything except waiting for the members.
-    /// The handler adds encoding the answer and reports the total in `Server-Timing`.
-    pub master_us: u64,
-    /// Time spent waiting for the members (slowest member, queueing included).
-    pub wait_us: u64,
-}
-
 impl Master {
     /// Builds the master from the zoo; the Redis cache (if any) connects lazily, so this
     /// must run inside the Tokio runtime.
@@ -114,7 +77,7 @@ impl Master {
             })
             .transpose()?;
         let client =
-            cocktail_worker::net::client(config.tls_ca.as_deref(), config.cluster_secret.as_ref())
+            cocktail_service::net::client(config.tls_ca.as_deref(), config.cluster_secret.as_ref())
                 .map_err(|e| MasterError::Internal(format!("HTTP client: {e}")))?
                 .pool_max_idle_per_host(64)
                 .tcp_nodelay(true)
@@ -157,7 +120,7 @@ impl Master {
     async fn ensemble(
         &self,
         task: &TaskTable,
-        key: &str,
+        key: &ConstraintKey,
         constraint: Constraint,
     ) -> (Arc<Mutex<KeyState>>, bool) {
         if let Some(state) = self.ensembles.get(key) {
@@ -168,7 +131,7 @@ impl Master {
         }
         let config = &self.config.selection;
         if let Some(cache) = &self.cache {
-            if let Some(cached) = cache.get(key).await {
+            if let Some(cached) = cache.get(key.as_str()).await {
                 let members = indices(task, &cached.members);
                 if !members.is_empty() {
                     metrics::counter!("cocktail_master_cache_total", "layer" => "redis", "outcome" => "hit")
@@ -180,7 +143,7 @@ impl Master {
                         cached.generation,
                         config,
                     );
-                    return (self.ensembles.insert(key.to_owned(), state), true);
+                    return (self.ensembles.insert(key.clone(), state), true);
                 }
             }
             metrics::counter!("cocktail_master_cache_total", "layer" => "redis", "outcome" => "miss")
@@ -188,9 +151,9 @@ impl Master {
         }
         let served = self.served(task);
         let members = selection::initial(&served, &constraint, config);
-        tracing::info!(key, members = ?names(task, &members), "O1 selected an ensemble");
+        tracing::info!(%key, members = ?names(task, &members), "O1 selected an ensemble");
         let state = self.ensembles.insert(
-            key.to_owned(),
+            key.clone(),
             KeyState::new(&served, constraint, members, 0, config),
         );
         self.publish(task, key, &state);
@@ -219,37 +182,42 @@ impl Master {
     }
 
     /// Writes a key's selection to the shared cache without delaying the request.
-    fn publish(&self, task: &TaskTable, key: &str, state: &Mutex<KeyState>) {
+    fn publish(&self, task: &TaskTable, key: &ConstraintKey, state: &Mutex<KeyState>) {
         let Some(cache) = self.cache.clone() else {
             return;
         };
         let selection = {
-            let s = state.lock().unwrap_or_else(|p| p.into_inner());
+            let s = state.lock();
             CachedSelection {
                 members: names(task, &s.members),
                 generation: s.generation,
             }
         };
-        let key = key.to_owned();
-        tokio::spawn(async move { cache.put(&key, &selection).await });
+        let key = key.clone();
+        tokio::spawn(async move { cache.put(key.as_str(), &selection).await });
     }
 
     /// Adopts another master's newer selection, checked at most once per [`SYNC_PERIOD`].
-    fn sync_in_background(&self, task: &TaskTable, key: &str, state: &Arc<Mutex<KeyState>>) {
+    fn sync_in_background(
+        &self,
+        task: &TaskTable,
+        key: &ConstraintKey,
+        state: &Arc<Mutex<KeyState>>,
+    ) {
         let Some(cache) = self.cache.clone() else {
             return;
         };
         {
-            let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = state.lock();
             if s.synced.elapsed() < SYNC_PERIOD {
                 return;
             }
             s.synced = Instant::now();
         }
-        let (key, state) = (key.to_owned(), Arc::clone(state));
+        let (key, state) = (key.clone(), Arc::clone(state));
         let models = task.models.clone();
         tokio::spawn(async move {
-            let Some(cached) = cache.get(&key).await else {
+            let Some(cached) = cache.get(key.as_str()).await else {
                 return;
             };
             let members: Vec<usize> = cached
@@ -257,10 +225,10 @@ impl Master {
                 .iter()
                 .filter_map(|m| models.iter().position(|n| n == m))
                 .collect();
-            let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = state.lock();
             if cached.generation > s.generation && !members.is_empty() {
                 tracing::info!(
-                    key,
+                    %key,
                     generation = cached.generation,
                     "adopted a newer shared selection"
                 );
@@ -269,17 +237,109 @@ impl Master {
         });
     }
 
-    /// Serves one request of `task`.
+    /// Serves one request of `task`: resolve its ensemble, dispatch it to the members,
+    /// vote on their answers, learn from them, and present the answer.
+    #[tracing::instrument(skip_all, fields(task = task_name, items = request.items))]
     pub async fn infer(
         &self,
         task_name: &str,
         request: ValidRequest,
     ) -> Result<Answer, MasterError> {
         let started = Instant::now();
+        let resolved = self.resolve(task_name, &request).await?;
+        let waiting = Instant::now();
+        let slots = self.dispatch(&resolved, &request).await;
+        let wait = waiting.elapsed();
+        let task = &resolved.task;
+        self.usage.record(slots.iter().flat_map(|slot| {
+            let answered = slot.answer.as_ref().ok().map(|(m, _)| (*m, false));
+            slot.failures
+                .iter()
+                .map(|(m, e)| (*m, matches!(e, MemberError::Deadline)))
+                .chain(answered)
+                .map(|(m, missed)| (task.models[m].as_str(), missed))
+        }));
+        let returns = Returns::of(task, &resolved.members, &slots);
+        if returns.answered.is_empty() {
+            return Err(all_failed(task_name, returns.errors, returns.failed));
+        }
+
+        let scheme = request.scheme.unwrap_or(self.config.scheme);
+        let voters: Vec<Voter<'_>> = returns
+            .answered
+            .iter()
+            .map(|(model, answer)| Voter {
+                model: *model,
+                classes: &answer.classes,
+                probabilities: &answer.probabilities,
+            })
+            .collect();
+        let (outcome, votes) = {
+            let weights = task.weights.read();
+            let outcome = vote_batch(
+                scheme,
+                &voters,
+                request.items,
+                &weights,
+                &task.accuracy,
+                task.labels.len(),
+            )
+            .ok_or_else(|| MasterError::Internal("vote without ballots".into()))?;
+            (outcome, answer::votes(task, &voters, &weights))
+        };
+
+        let id = request.id.clone().unwrap_or_else(|| {
+            format!(
+                "{:x}-{:x}",
+                self.epoch,
+                self.requests.fetch_add(1, Ordering::Relaxed)
+            )
+        });
+        self.learn(&resolved, &request, &slots, &outcome, &id);
+
+        // Degraded only when the vote really lost a voter, not when a substitute stood in.
+        let degraded = returns.answered.len() < resolved.members.len();
+        let master_us = started.elapsed().saturating_sub(wait).as_micros() as u64;
+        metrics::counter!("cocktail_master_requests_total", "task" => task_name.to_owned(),
+            "outcome" => if degraded { "degraded" } else { "ok" })
+        .increment(1);
+        metrics::histogram!("cocktail_master_request_duration_seconds", "task" => task_name.to_owned())
+            .record(started.elapsed().as_secs_f64());
+        metrics::histogram!("cocktail_master_ensemble_size").record(resolved.members.len() as f64);
+        Ok(Answer {
+            id,
+            task: task_name.to_owned(),
+            label: outcome
+                .class
+                .iter()
+                .map(|&c| task.labels[c].clone())
+                .collect(),
+            class: outcome.class,
+            scores: outcome.scores,
+            models: names(task, &resolved.members),
+            votes,
+            failed: returns.failed,
+            substitutes: returns.substitutes,
+            scheme: scheme_name(scheme),
+            cache_hit: resolved.cache_hit,
+            degraded,
+            interval: self.config.interval.describe(),
+            master_us,
+            wait_us: wait.as_micros() as u64,
+        })
+    }
+
+    /// The request's ensemble (O1, the local table or the shared cache) and deadline.
+    async fn resolve(
+        &self,
+        task_name: &str,
+        request: &ValidRequest,
+    ) -> Result<Resolved, MasterError> {
+        let started = Instant::now();
         let task = Arc::clone(self.task(task_name)?);
-        let key = constraint_key(task_name, &request.constraint);
+        let key = ConstraintKey::new(task_name, &request.constraint);
         let (state, cache_hit) = self.ensemble(&task, &key, request.constraint).await;
-        let (members, generation) = state.lock().unwrap_or_else(|p| p.into_inner()).begin();
+        let (members, generation) = state.lock().begin();
         if members.is_empty() {
             return Err(no_candidate(
                 &task,
@@ -290,169 +350,84 @@ impl Master {
         let deadline = started
             + Duration::from_secs_f64(request.constraint.latency_ms / 1e3)
             + self.config.deadline_grace;
-        let classes = task.labels.len();
+        Ok(Resolved {
+            task,
+            key,
+            state,
+            cache_hit,
+            members,
+            generation,
+            deadline,
+        })
+    }
 
-        let waiting = Instant::now();
+    /// Every member's call, each with its failover to substitutes and its hedge.
+    #[tracing::instrument(skip_all, fields(members = resolved.members.len()))]
+    async fn dispatch(&self, resolved: &Resolved, request: &ValidRequest) -> Vec<Slot> {
         let spares = Spares::new({
-            let s = state.lock().unwrap_or_else(|p| p.into_inner());
-            selection::substitutes(&task.candidates, &s.pool, &members)
+            let s = resolved.state.lock();
+            selection::substitutes(&resolved.task.candidates, &s.pool, &resolved.members)
         });
         let call = Call {
             client: &self.client,
             registry: &self.registry,
-            task: &task,
+            task: &resolved.task,
             body: &request.member,
-            deadline,
+            deadline: resolved.deadline,
             items: request.items,
             hedge_min: self.config.hedge_min,
         };
-        let slots = join_all(members.iter().map(|&m| serve_slot(call, m, &spares))).await;
-        let wait = waiting.elapsed();
-
-        let scheme = request.scheme.unwrap_or(self.config.scheme);
-        let mut failed = Vec::new();
-        let mut substitutes = Vec::new();
-        let mut answered: Vec<(usize, &MemberAnswer)> = Vec::new();
-        let mut errors: Vec<&MemberError> = Vec::new();
-        for (&member, slot) in members.iter().zip(&slots) {
-            for (model, e) in &slot.failures {
-                metrics::counter!("cocktail_master_member_errors_total",
-                    "model" => task.models[*model].clone(), "kind" => e.kind())
-                .increment(1);
-                failed.push(MemberFailure {
-                    model: task.models[*model].clone(),
-                    error: e.to_string(),
-                });
-            }
-            match &slot.answer {
-                Ok((model, answer)) => {
-                    if *model != member {
-                        substitutes.push(Substitute {
-                            member: task.models[member].clone(),
-                            model: task.models[*model].clone(),
-                        });
-                    }
-                    answered.push((*model, answer));
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        self.usage.record(slots.iter().flat_map(|slot| {
-            let answered = slot.answer.as_ref().ok().map(|(m, _)| (*m, false));
-            slot.failures
+        join_all(
+            resolved
+                .members
                 .iter()
-                .map(|(m, e)| (*m, matches!(e, MemberError::Deadline)))
-                .chain(answered)
-                .map(|(m, missed)| (task.models[m].as_str(), missed))
-        }));
-        if answered.is_empty() {
-            return Err(all_failed(task_name, errors, failed));
-        }
+                .map(|&m| serve_slot(call, m, &spares)),
+        )
+        .await
+    }
 
-        let mut outcome_class = Vec::with_capacity(request.items);
-        let mut winning_votes = Vec::with_capacity(request.items);
-        let mut scores = Vec::with_capacity(request.items);
-        let mut votes: Vec<Vote> = answered
-            .iter()
-            .map(|(model, _)| Vote {
-                model: task.models[*model].clone(),
-                class: Vec::with_capacity(request.items),
-                label: Vec::with_capacity(request.items),
-                weight: Vec::with_capacity(request.items),
-            })
-            .collect();
-        {
-            let weights = task.weights.read().unwrap_or_else(|p| p.into_inner());
-            let mut ballots = Vec::with_capacity(answered.len());
-            for item in 0..request.items {
-                ballots.clear();
-                for (v, (model, answer)) in answered.iter().enumerate() {
-                    let class = answer.classes[item];
-                    ballots.push(Ballot {
-                        model: *model,
-                        class,
-                        probabilities: &answer.probabilities[item * classes..(item + 1) * classes],
-                    });
-                    votes[v].class.push(class);
-                    votes[v].label.push(task.labels[class].clone());
-                    votes[v].weight.push(weights.weight(*model, class));
-                }
-                let outcome = vote(scheme, &ballots, &weights, &task.accuracy, classes)
-                    .ok_or_else(|| MasterError::Internal("vote without ballots".into()))?;
-                outcome_class.push(outcome.class);
-                winning_votes.push(outcome.winning_votes);
-                scores.push(outcome.scores);
-            }
-        }
-
-        let id = request.id.clone().unwrap_or_else(|| {
-            format!(
-                "{:x}-{:x}",
-                self.epoch,
-                self.requests.fetch_add(1, Ordering::Relaxed)
-            )
-        });
+    /// What the request teaches: the window of its constraint and the class weights,
+    /// from its labels, or later from feedback or a pseudo-label; then O2 when due.
+    fn learn(
+        &self,
+        resolved: &Resolved,
+        request: &ValidRequest,
+        slots: &[Slot],
+        outcome: &BatchOutcome,
+        id: &str,
+    ) {
         let record = Answered {
-            task: Arc::clone(&task),
-            state: Arc::clone(&state),
-            generation,
+            task: Arc::clone(&resolved.task),
+            state: Arc::clone(&resolved.state),
+            generation: resolved.generation,
             // A substitute's answer is not its member's: the member's slot learns nothing.
-            member_classes: members
+            member_classes: resolved
+                .members
                 .iter()
-                .zip(&slots)
+                .zip(slots)
                 .map(|(&member, slot)| match &slot.answer {
                     Ok((model, a)) if *model == member => Some(a.classes.clone()),
                     _ => None,
                 })
                 .collect(),
-            members: members.clone(),
-            ensemble: outcome_class.clone(),
-            winning_votes,
+            members: resolved.members.clone(),
+            ensemble: outcome.class.clone(),
+            winning_votes: outcome.winning_votes.clone(),
         };
         match &request.labels {
             Some(labels) => record.learn(labels, LabelKind::Real),
             None => {
-                self.maybe_pseudo_label(&record, &state, &request, deadline);
-                self.recent.remember(id.clone(), record);
+                self.maybe_pseudo_label(&record, &resolved.state, request, resolved.deadline);
+                self.recent.remember(id.to_owned(), record);
             }
         }
-        self.revisit(&task, &key, &state);
-
-        // Degraded only when the vote really lost a voter, not when a substitute stood in.
-        let degraded = answered.len() < members.len();
-        let master_us = started.elapsed().saturating_sub(wait).as_micros() as u64;
-        metrics::counter!("cocktail_master_requests_total", "task" => task_name.to_owned(),
-            "outcome" => if degraded { "degraded" } else { "ok" })
-        .increment(1);
-        metrics::histogram!("cocktail_master_request_duration_seconds", "task" => task_name.to_owned())
-            .record(started.elapsed().as_secs_f64());
-        metrics::histogram!("cocktail_master_ensemble_size").record(members.len() as f64);
-        Ok(Answer {
-            id,
-            task: task_name.to_owned(),
-            label: outcome_class
-                .iter()
-                .map(|&c| task.labels[c].clone())
-                .collect(),
-            class: outcome_class,
-            scores,
-            models: names(&task, &members),
-            votes,
-            failed,
-            substitutes,
-            scheme: scheme_name(scheme),
-            cache_hit,
-            degraded,
-            interval: self.config.interval.describe(),
-            master_us,
-            wait_us: wait.as_micros() as u64,
-        })
+        self.revisit(&resolved.task, &resolved.key, &resolved.state);
     }
 
     /// O2 at the end of the key's interval; a change is published to the shared cache.
-    fn revisit(&self, task: &TaskTable, key: &str, state: &Mutex<KeyState>) {
+    fn revisit(&self, task: &TaskTable, key: &ConstraintKey, state: &Mutex<KeyState>) {
         let change = {
-            let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = state.lock();
             if !s.due(self.config.interval) {
                 return;
             }
@@ -468,11 +443,8 @@ impl Master {
                 Adjustment::Add(_) => "add",
                 Adjustment::Keep => "keep",
             };
-            let members = names(
-                task,
-                &state.lock().unwrap_or_else(|p| p.into_inner()).members,
-            );
-            tracing::info!(key, kind, ?members, "O2 changed an ensemble");
+            let members = names(task, &state.lock().members);
+            tracing::info!(%key, kind, ?members, "O2 changed an ensemble");
             metrics::counter!("cocktail_master_selection_changes_total", "kind" => kind)
                 .increment(1);
             self.publish(task, key, state);
@@ -498,7 +470,7 @@ impl Master {
             return;
         }
         let others: Vec<usize> = {
-            let s = state.lock().unwrap_or_else(|p| p.into_inner());
+            let s = state.lock();
             s.pool
                 .iter()
                 .copied()
@@ -548,11 +520,7 @@ impl Master {
                             probabilities: &[],
                         })
                         .collect();
-                    let weights = record
-                        .task
-                        .weights
-                        .read()
-                        .unwrap_or_else(|p| p.into_inner());
+                    let weights = record.task.weights.read();
                     vote(
                         Scheme::Majority,
                         &ballots,
@@ -565,11 +533,7 @@ impl Master {
                 .collect();
             if labels.len() == items {
                 // Candidates outside the ensemble learn from the pseudo-label too.
-                let mut weights = record
-                    .task
-                    .weights
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner());
+                let mut weights = record.task.weights.write();
                 for (m, classes) in all.iter().filter(|(m, _)| !record.members.contains(m)) {
                     for (&label, &class) in labels.iter().zip(classes) {
                         weights.record(*m, label, class);
@@ -592,7 +556,7 @@ impl Master {
             .take(id)
             .ok_or_else(|| MasterError::UnknownRequest { id: id.to_owned() })?;
         let items = answered.ensemble.len();
-        let labels = match crate::request::labels(&answered.task, label, items) {
+        let labels = match crate::serving::request::labels(&answered.task, label, items) {
             Ok(Some(labels)) => labels,
             Ok(None) => {
                 self.recent.remember(id.to_owned(), answered);
@@ -604,14 +568,7 @@ impl Master {
             }
         };
         answered.learn(&labels, LabelKind::Real);
-        let key = constraint_key(
-            &answered.task.name,
-            &answered
-                .state
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .constraint,
-        );
+        let key = ConstraintKey::new(&answered.task.name, &answered.state.lock().constraint);
         self.revisit(&answered.task, &key, &answered.state);
         Ok(items)
     }

@@ -1,25 +1,53 @@
 //! Per-constraint state: the ensemble chosen for each constraint key, the window of
 //! labelled outcomes O2 looks at, and the answered requests remembered for feedback.
 //!
-//! The table of keys is the in-process model cache; [`crate::cache`] shares it between
+//! The table of keys is the in-process model cache; [`crate::serving::cache`] shares it between
 //! masters through Redis.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, RwLock};
+// The ensembles' `KeyState` and the tasks' weights are still `std` locks, recovered from
+// poisoning by hand, until `Master::infer` (service.rs) takes `parking_lot` ones too.
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::config::Interval;
-use crate::ensemble::Ensemble;
-use crate::selection::{self, Adjustment, Candidate, Constraint, SelectionConfig};
-use crate::tasks::TaskTable;
+use crate::serving::tasks::TaskTable;
+use cocktail_policy::ensemble::Ensemble;
+use cocktail_policy::selection::{self, Adjustment, Candidate, Constraint, SelectionConfig};
 
-/// The constraint key: requests with the same task and constraints share an ensemble.
-pub fn constraint_key(task: &str, c: &Constraint) -> String {
-    let objective = match c.objective {
-        selection::Objective::Accuracy => "accuracy",
-        selection::Objective::Latency => "latency",
-    };
-    format!("{task}|{}|{}|{objective}", c.latency_ms, c.accuracy)
+/// The constraint key: requests with the same task and constraints share an ensemble
+/// (in this master's table and, under the same name, in the shared cache).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConstraintKey(String);
+
+impl ConstraintKey {
+    pub fn new(task: &str, c: &Constraint) -> Self {
+        let objective = match c.objective {
+            selection::Objective::Accuracy => "accuracy",
+            selection::Objective::Latency => "latency",
+        };
+        Self(format!(
+            "{task}|{}|{}|{objective}",
+            c.latency_ms, c.accuracy
+        ))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The task the key belongs to.
+    pub fn task(&self) -> &str {
+        self.0.split('|').next().unwrap_or_default()
+    }
+}
+
+impl std::fmt::Display for ConstraintKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// One constraint key's ensemble ([`Ensemble`], the pure part O2 works on) and the
@@ -48,7 +76,7 @@ impl std::ops::DerefMut for KeyState {
 }
 
 impl KeyState {
-    /// `models` are the task's candidates as [`crate::service::Master::served`] sees them.
+    /// `models` are the task's candidates as [`crate::serving::service::Master::served`] sees them.
     pub fn new(
         models: &[Candidate],
         constraint: Constraint,
@@ -99,21 +127,17 @@ impl KeyState {
 /// Every constraint key's state.
 #[derive(Debug, Default)]
 pub struct Ensembles {
-    keys: RwLock<HashMap<String, Arc<Mutex<KeyState>>>>,
+    keys: parking_lot::RwLock<HashMap<ConstraintKey, Arc<Mutex<KeyState>>>>,
 }
 
 impl Ensembles {
-    pub fn get(&self, key: &str) -> Option<Arc<Mutex<KeyState>>> {
-        self.keys
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .cloned()
+    pub fn get(&self, key: &ConstraintKey) -> Option<Arc<Mutex<KeyState>>> {
+        self.keys.read().get(key).cloned()
     }
 
     /// Inserts unless another request got there first; returns the state in the table.
-    pub fn insert(&self, key: String, state: KeyState) -> Arc<Mutex<KeyState>> {
-        let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
+    pub fn insert(&self, key: ConstraintKey, state: KeyState) -> Arc<Mutex<KeyState>> {
+        let mut keys = self.keys.write();
         Arc::clone(
             keys.entry(key)
                 .or_insert_with(|| Arc::new(Mutex::new(state))),
@@ -124,17 +148,11 @@ impl Ensembles {
     pub fn expire(&self, ttl: Duration) {
         self.keys
             .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|_, state| {
-                state
-                    .lock()
-                    .map(|s| s.last_used.elapsed() < ttl)
-                    .unwrap_or(false)
-            });
+            .retain(|_, state| state.lock().last_used.elapsed() < ttl);
     }
 
-    pub fn snapshot(&self) -> Vec<(String, Arc<Mutex<KeyState>>)> {
-        let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
+    pub fn snapshot(&self) -> Vec<(ConstraintKey, Arc<Mutex<KeyState>>)> {
+        let keys = self.keys.read();
         let mut all: Vec<_> = keys
             .iter()
             .map(|(k, v)| (k.clone(), Arc::clone(v)))
@@ -177,7 +195,7 @@ impl Answered {
     /// Teaches the weights and the O2 window the labels of every item.
     pub fn learn(&self, labels: &[usize], kind: LabelKind) {
         {
-            let mut weights = self.task.weights.write().unwrap_or_else(|p| p.into_inner());
+            let mut weights = self.task.weights.write();
             for (slot, &model) in self.members.iter().enumerate() {
                 if let Some(Some(classes)) = self.member_classes.get(slot) {
                     for (&label, &class) in labels.iter().zip(classes) {
@@ -186,7 +204,7 @@ impl Answered {
                 }
             }
         }
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.lock();
         for (item, &label) in labels.iter().enumerate() {
             let per_member: Vec<Option<usize>> = self
                 .member_classes
@@ -207,7 +225,7 @@ impl Answered {
 /// Answered requests awaiting feedback, oldest dropped first beyond `capacity`.
 #[derive(Debug)]
 pub struct Recent {
-    inner: Mutex<RecentInner>,
+    inner: parking_lot::Mutex<RecentInner>,
     capacity: usize,
 }
 
@@ -223,7 +241,7 @@ struct RecentInner {
 impl Recent {
     pub fn new(capacity: usize) -> Self {
         Self {
-            inner: Mutex::new(RecentInner::default()),
+            inner: parking_lot::Mutex::new(RecentInner::default()),
             capacity,
         }
     }
@@ -232,7 +250,7 @@ impl Recent {
         if self.capacity == 0 {
             return;
         }
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = self.inner.lock();
         let seq = inner.next;
         inner.next += 1;
         inner.map.insert(id.clone(), (seq, answered));
@@ -249,7 +267,7 @@ impl Recent {
 
     /// Takes the request out: a request is labelled at most once.
     pub fn take(&self, id: &str) -> Option<Answered> {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = self.inner.lock();
         inner.map.remove(id).map(|(_, answered)| answered)
     }
 }
@@ -257,7 +275,7 @@ impl Recent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selection::Objective;
+    use cocktail_policy::selection::Objective;
 
     fn constraint() -> Constraint {
         Constraint {
@@ -317,7 +335,7 @@ mod tests {
     fn recent_requests_are_bounded_and_taken_once() {
         let task = Arc::new(TaskTable {
             name: "t".into(),
-            kind: crate::tasks::InputKind::Text,
+            kind: crate::serving::tasks::InputKind::Text,
             preprocess: cocktail_common::Preprocess::Text {
                 tokenizer: "t.json".into(),
                 max_tokens: 8,
@@ -326,7 +344,10 @@ mod tests {
             models: vec!["m".into()],
             candidates: models()[..1].to_vec(),
             accuracy: vec![0.8],
-            weights: RwLock::new(crate::voting::ClassWeights::seeded(&[vec![0.8, 0.8]], 10.0)),
+            weights: parking_lot::RwLock::new(cocktail_policy::voting::ClassWeights::seeded(
+                &[vec![0.8, 0.8]],
+                10.0,
+            )),
         });
         let state = Arc::new(Mutex::new(KeyState::new(
             &models(),
@@ -352,7 +373,7 @@ mod tests {
         assert!(recent.take("b").is_some());
         assert!(recent.take("b").is_none(), "taken once");
         answered.learn(&[1], LabelKind::Real);
-        assert_eq!(answered.state.lock().unwrap().window_labelled(), 1);
-        assert!(answered.task.weights.read().unwrap().weight(0, 1) > 0.8);
+        assert_eq!(answered.state.lock().window_labelled(), 1);
+        assert!(answered.task.weights.read().weight(0, 1) > 0.8);
     }
 }

@@ -1,13 +1,13 @@
 //! What the master knows about each task from the zoo manifest: its labels, its models
 //! as selection candidates, and the runtime per-class correctness table used for voting.
 
+use parking_lot::RwLock;
 use std::collections::BTreeMap;
-use std::sync::RwLock;
 
 use cocktail_common::{Preprocess, Zoo};
 
-use crate::selection::Candidate;
-use crate::voting::ClassWeights;
+use cocktail_policy::selection::Candidate;
+use cocktail_policy::voting::ClassWeights;
 
 /// The raw input a task takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +50,7 @@ impl TaskTable {
     }
 }
 
-/// One table per task of the zoo. A model without a profile is assumed to take 1 s, so
-/// it is only chosen for lax latency targets until `cocktail profile` measures it.
+/// One table per task of the zoo.
 pub fn from_zoo(zoo: &Zoo, weight_prior: f64) -> BTreeMap<String, TaskTable> {
     let mut tables = BTreeMap::new();
     for (name, spec) in zoo.tasks() {
@@ -63,22 +62,7 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64) -> BTreeMap<String, TaskTable> {
             Preprocess::Image { .. } => InputKind::Image,
             Preprocess::Text { .. } => InputKind::Text,
         };
-        let candidates = models
-            .iter()
-            .map(|m| Candidate {
-                latency_ms: m
-                    .profile
-                    .as_ref()
-                    .and_then(|p| p.latency_us(1, 1))
-                    .map_or(1000.0, |us| us / 1000.0),
-                accuracy: m.accuracy,
-                packing_factor: m
-                    .profile
-                    .as_ref()
-                    .and_then(|p| p.packing_factor(1))
-                    .unwrap_or(1),
-            })
-            .collect();
+        let candidates = models.iter().copied().map(Candidate::of).collect();
         let class_accuracy: Vec<Vec<f64>> =
             models.iter().map(|m| m.class_accuracy.clone()).collect();
         tables.insert(

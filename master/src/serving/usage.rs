@@ -2,8 +2,8 @@
 //! model pool the requests that used it, the member calls and the deadlines missed.
 //! Counters only grow; the controller works with the differences between snapshots.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 
 /// One model's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -62,7 +62,7 @@ impl Usage {
     /// missed the deadline. Keys are allocated only the first time a model is seen.
     pub fn record<'a>(&self, members: impl Iterator<Item = (&'a str, bool)> + Clone) {
         {
-            let mut s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = self.inner.lock();
             s.requests += 1;
             for (model, missed) in members.clone() {
                 let add = ModelUsage {
@@ -80,7 +80,7 @@ impl Usage {
                 }
             }
         }
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recent = self.recent.lock();
         for (model, missed) in members {
             match recent.get_mut(model) {
                 Some(outcomes) => {
@@ -99,7 +99,7 @@ impl Usage {
     /// Share of deadline misses among the model's last `count` member calls (MArk §4.4),
     /// per model with any calls.
     pub fn recent_misses(&self, count: usize) -> HashMap<String, f64> {
-        let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let recent = self.recent.lock();
         recent
             .iter()
             .filter(|(_, o)| !o.is_empty())
@@ -112,7 +112,7 @@ impl Usage {
     }
 
     pub fn snapshot(&self) -> Snapshot {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inner.lock().clone()
     }
 }
 

@@ -10,7 +10,7 @@ use ort::session::{Session, SessionInputValue, builder::GraphOptimizationLevel};
 use ort::value::TensorRef;
 
 use super::{Backend, Batch, Probabilities};
-use crate::{WorkerError, runtime};
+use crate::WorkerError;
 
 /// A loaded ONNX model.
 #[derive(Debug)]
@@ -29,7 +29,7 @@ impl OnnxBackend {
         intra_threads: usize,
         ort_lib: Option<&Path>,
     ) -> Result<Self, WorkerError> {
-        let env = runtime::environment(ort_lib)?;
+        let env = cocktail_onnx::environment(ort_lib)?;
         zoo.verify_checksum(model)?;
         let classes = zoo.task(&model.task)?.labels.len();
         let builder = Session::builder(env)?;

@@ -17,8 +17,7 @@ impl ResponseError for WorkerError {
             Self::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Draining => StatusCode::SERVICE_UNAVAILABLE,
             Self::UnknownModel { .. } => StatusCode::NOT_FOUND,
-            Self::RuntimeMissing { .. }
-            | Self::RuntimeLoad { .. }
+            Self::Runtime(_)
             | Self::Ort(_)
             | Self::ModelMismatch { .. }
             | Self::Tokenizer { .. }

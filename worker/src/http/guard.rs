@@ -7,7 +7,7 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use cocktail_common::auth::Secret;
 
-use crate::net;
+use cocktail_service::net;
 
 /// Paths anyone may call: the health checks and the API's description.
 pub const OPEN: [&str; 3] = ["/v2/health/live", "/v2/health/ready", "/openapi.json"];

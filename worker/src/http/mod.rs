@@ -6,6 +6,5 @@ mod error;
 pub mod guard;
 pub mod openapi;
 mod routes;
-pub mod surface;
 
 pub use routes::{AppState, configure};

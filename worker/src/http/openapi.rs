@@ -7,7 +7,7 @@ use utoipa::OpenApi;
 
 use super::guard::{self, Guarded};
 use super::routes::{self, AppState};
-use super::surface::{narrow_path_parameter, require_bearer};
+use cocktail_service::surface::{BinaryTensors, narrow_path_parameter, require_bearer};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -49,17 +49,6 @@ struct ApiDoc;
     reason = "a schema only: the handler reads the body as bytes"
 )]
 pub struct RawImage(String);
-
-/// Triton's binary tensor extension: the JSON request or answer (as long as the
-/// `Inference-Header-Content-Length` header says), then each binary tensor's raw
-/// little-endian elements in order (BYTES elements: a 4-byte length, then the bytes).
-#[derive(Debug, utoipa::ToSchema)]
-#[schema(format = Binary)]
-#[expect(
-    dead_code,
-    reason = "a schema only: the handlers read and write the body as bytes"
-)]
-pub struct BinaryTensors(String);
 
 /// This document.
 #[utoipa::path(get, path = "/openapi.json", responses(

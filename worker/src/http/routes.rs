@@ -7,22 +7,20 @@ use std::time::Instant;
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use cocktail_common::ModelEntry;
+use cocktail_common::oip::limits::MAX_BODY_BYTES;
 use cocktail_common::oip::{self, binary};
 use cocktail_common::oip::{
     ErrorBody, InferRequest, InferResponse, ModelMetadata, ServerMetadata, TensorMetadata,
 };
 use cocktail_common::zoo::DType;
+use cocktail_service::surface::{endpoint, not_found, oip_body};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
 
-use super::surface::{endpoint, not_found, oip_body};
 use crate::batcher::BatcherHandle;
 use crate::preprocess::Preprocessor;
 use crate::request::{parse_body, respond};
 use crate::{WorkerError, metrics};
-
-/// Largest request body accepted.
-pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
 
 /// Bodies up to this size are preprocessed on the async thread that received them: a
 /// base64 thumbnail or a few sentences. Deflate compresses at most about 1000:1, so such a
@@ -218,7 +216,7 @@ pub async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
         (super::openapi::RawImage = "image/jpeg"))),
     responses(
         (status = 200, description = "Outputs `class`, `label` and `probabilities` (those asked for); binary outputs (asked with `binary_data`) follow the JSON",
-            content((InferResponse = "application/json"), (super::openapi::BinaryTensors = "application/octet-stream")),
+            content((InferResponse = "application/json"), (cocktail_service::surface::BinaryTensors = "application/octet-stream")),
             headers(("Inference-Header-Content-Length" = u64, description = "With binary outputs: the length of the JSON before them"))),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "This worker serves another model", body = ErrorBody),

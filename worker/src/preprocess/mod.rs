@@ -6,7 +6,7 @@ mod text;
 use cocktail_common::{Input, ModelEntry, Preprocess, Zoo};
 
 pub use self::image::{ImagePreprocessor, MAX_IMAGE_SIDE, decode_image};
-pub use self::text::{MAX_TEXT_CHARS, TextPreprocessor, TokenRow, pad};
+pub use self::text::{TextPreprocessor, TokenRow, pad};
 use crate::{Batch, WorkerError};
 
 /// The preprocessing of one model, built from its manifest entry.

@@ -4,13 +4,11 @@
 
 use std::path::Path;
 
+use cocktail_common::oip::limits::MAX_TEXT_CHARS;
 use ndarray::Array2;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::{Batch, WorkerError};
-
-/// Longest text accepted, in characters.
-pub const MAX_TEXT_CHARS: usize = 10_000;
 
 /// A tokenizer configured for one model.
 #[derive(Debug)]

@@ -7,9 +7,9 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::time::Duration;
 
 use cocktail_common::{ModelEntry, Zoo};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// The zoo under test: `COCKTAIL_ZOO` when set (the worker reads it too), else the checkout's.
@@ -46,26 +46,20 @@ pub struct WorkerProcess {
 
 impl WorkerProcess {
     pub async fn start(model: &str, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cocktail-worker"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cocktail-worker"));
+        command
             .args(["--model", model, "--port", "0"])
             .args(extra)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let line = lines
-            .next_line()
+            .stderr(Stdio::inherit());
+        let started = cocktail_process::start(model, command, Duration::from_secs(120))
             .await
-            .unwrap()
-            .expect("the worker prints its address");
-        let url = line.split_whitespace().last().unwrap().to_owned();
-        assert!(url.starts_with("http://"), "{line}");
-        Self { child, url }
+            .unwrap();
+        Self {
+            child: started.child,
+            url: started.url,
+        }
     }
 
     pub fn infer_url(&self, model: &str) -> String {

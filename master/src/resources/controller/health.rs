@@ -1,5 +1,5 @@
 //! The controller's health reconciliation: every health interval it joins the provider's
-//! running instances with the registry ([`crate::health::diagnose`]) and terminates and
+//! running instances with the registry ([`cocktail_policy::health::diagnose`]) and terminates and
 //! replaces, at once, each instance that is dead, hung or never registered; every
 //! replacement is a decision with its reason in the store.
 
@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use cocktail_common::control::MISSED_HEARTBEATS;
 
 use super::Controller;
-use crate::autoscale::{Action, Decision};
-use crate::health::{self, BACKOFF_RESET, HealthConfig, Heard, Observed};
-use crate::provider::{InstanceRecord, InstanceStatus};
-use crate::registry::UNANSWERED_LIMIT;
+use crate::resources::provider::{InstanceRecord, InstanceStatus};
+use crate::serving::registry::UNANSWERED_LIMIT;
+use cocktail_policy::autoscale::{Action, Decision};
+use cocktail_policy::health::{self, BACKOFF_RESET, HealthConfig, Heard, Observed};
 
 /// What the health check remembers between its runs.
 #[derive(Debug, Default)]
@@ -58,7 +58,7 @@ impl Controller {
         let config = self.health_config();
         let now = Instant::now();
         let unhealthy: Vec<(InstanceRecord, String)> = {
-            let mut state = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            let mut state = self.health.lock();
             let running: HashSet<&str> = records
                 .iter()
                 .filter(|r| matches!(r.status, InstanceStatus::Running | InstanceStatus::Failed))
@@ -101,7 +101,7 @@ impl Controller {
     /// price is still under the bid), unless the pool is in its back-off pause.
     async fn replace_unhealthy(&self, record: InstanceRecord, reason: String) {
         {
-            let mut state = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            let mut state = self.health.lock();
             let (recent, last) = state
                 .pauses
                 .get(&record.model)

@@ -9,15 +9,16 @@ use serde_json::{Value, json};
 
 use super::{Controller, decision_id};
 use crate::MasterError;
-use crate::autoscale::{Action, Decision, PoolState};
-use crate::kairos;
-use crate::mix::{self, Config, Space};
-use crate::provider::now_s;
-use crate::ribbon::{Ribbon, Settings};
-use crate::store::Collection;
+use crate::resources::provider::now_s;
+use crate::resources::store::MixDecisionRecord;
+use cocktail_policy::autoscale::{Action, Decision};
+use cocktail_policy::control::PoolMeasure;
+use cocktail_policy::kairos;
+use cocktail_policy::mix::{self, Config, Space};
+use cocktail_policy::ribbon::{Ribbon, Settings};
 
 /// The optimiser that chooses a pool's mix of instance types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Optimiser {
     /// Bayesian optimisation, one live measurement window per interval (ribbon.txt §4).
     Ribbon,
@@ -51,7 +52,7 @@ const LOAD_CHANGE: f64 = 0.2;
 
 impl Controller {
     /// Sets `model`'s pool to `counts` instances of `types` now (an operator's choice, or
-    /// one measurement of the live [`ConfigEvaluator`](crate::mix::ConfigEvaluator)):
+    /// one measurement of the live [`ConfigEvaluator`](cocktail_policy::mix::ConfigEvaluator)):
     /// launches the missing instances and terminates the extra ones. Returns what changed:
     /// the type of each launch and the id of each termination.
     pub async fn set_mix(
@@ -80,10 +81,17 @@ impl Controller {
             .filter(|r| r.model == model)
             .map(|r| (r.id, r.instance_type, 0.0))
             .collect();
-        self.store.record(
-            Collection::MixDecisions,
-            json!({ "at": now_s(), "model": model, "optimiser": "manual", "types": types, "config": counts }),
-        );
+        self.store.save(&MixDecisionRecord {
+            at: now_s(),
+            model: model.to_owned(),
+            optimiser: "manual".into(),
+            types: types.to_vec(),
+            current: None,
+            config: counts.to_vec(),
+            cost_per_hour: None,
+            demand: None,
+            evidence: None,
+        });
         let reason = format!("set mix {counts:?} of {types:?}");
         let decide = |action: Action| Decision {
             pool: model.to_owned(),
@@ -106,7 +114,7 @@ impl Controller {
     pub(super) fn mix_step(
         &self,
         mix: &MixConfig,
-        pool: &PoolState,
+        pool: &PoolMeasure,
         demand: f64,
         satisfaction: Option<f64>,
     ) -> Vec<Decision> {
@@ -139,26 +147,23 @@ impl Controller {
         let Some(target) = target else {
             return Vec::new();
         };
-        self.store.record(
-            Collection::MixDecisions,
-            json!({
-                "at": now_s(),
-                "model": pool.model,
-                "optimiser": format!("{:?}", mix.optimiser).to_lowercase(),
-                "types": space.types,
-                "current": current,
-                "config": target,
-                "cost_per_hour": space.cost(&target),
-                "demand": demand,
-                "evidence": evidence,
-            }),
-        );
+        self.store.save(&MixDecisionRecord {
+            at: now_s(),
+            model: pool.model.clone(),
+            optimiser: format!("{:?}", mix.optimiser).to_lowercase(),
+            types: space.types.clone(),
+            current: Some(current.clone()),
+            config: target.clone(),
+            cost_per_hour: Some(space.cost(&target)),
+            demand: Some(demand),
+            evidence: Some(evidence),
+        });
         let have: Vec<(String, String, f64)> = pool
             .instances
             .iter()
             .map(|i| (i.id.clone(), i.instance_type.clone(), i.idle_s))
             .collect();
-        let capacity = pool.capacity(&self.config.autoscale);
+        let capacity = pool.capacity(&self.config.control.autoscale);
         let reason = format!("{:?} mix {target:?} of {:?}", mix.optimiser, space.types);
         let decide = |action: Action| Decision {
             pool: pool.model.clone(),
@@ -223,7 +228,7 @@ impl Controller {
         demand: f64,
         satisfaction: Option<f64>,
     ) -> (Option<Config>, Value) {
-        let mut searches = self.searches.lock().unwrap_or_else(|p| p.into_inner());
+        let mut searches = self.searches.lock();
         let search = searches
             .entry(model.to_owned())
             .or_insert_with(|| MixSearch {

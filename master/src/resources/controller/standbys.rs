@@ -3,8 +3,9 @@
 //! instances cover its demand.
 
 use super::Controller;
-use crate::autoscale::{Action, Decision, PoolState};
-use crate::provider::{InstanceRecord, InstanceStatus};
+use crate::resources::provider::{InstanceRecord, InstanceStatus};
+use cocktail_policy::autoscale::{Action, Decision};
+use cocktail_policy::control::{IntervalReport, Measurements};
 
 impl Controller {
     /// Keeps `standbys` stopped burstable instances per pool (mark.txt §4.5): launches the
@@ -13,9 +14,8 @@ impl Controller {
     pub(super) fn tend_standbys(
         &self,
         records: &[InstanceRecord],
-        pools: &[PoolState],
-        predicted: f64,
-        total: u64,
+        measurements: &Measurements,
+        report: &IntervalReport,
     ) -> Vec<(&'static str, Decision)> {
         if self.config.standbys == 0 {
             return Vec::new();
@@ -27,12 +27,13 @@ impl Controller {
         else {
             return Vec::new();
         };
-        let mut standbys = self.standbys.lock().unwrap_or_else(|p| p.into_inner());
+        let mut standbys = self.standbys.lock();
         let mut decisions = Vec::new();
-        for pool in pools {
-            let weight = pool.weight(total);
-            let demand = predicted * weight;
-            let capacity = pool.capacity(&self.config.autoscale);
+        for pool in &measurements.pools {
+            let plan = report.pools.iter().find(|p| p.model == pool.model);
+            let weight = plan.map_or(0.0, |p| p.weight);
+            let demand = plan.map_or(0.0, |p| p.demand);
+            let capacity = pool.capacity(&self.config.control.autoscale);
             let decide = |action: Action, reason: String| Decision {
                 pool: pool.model.clone(),
                 action,

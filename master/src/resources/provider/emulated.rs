@@ -8,8 +8,8 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cocktail_common::catalog::{
@@ -17,7 +17,9 @@ use cocktail_common::catalog::{
 };
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use cocktail_common::auth::Secret;
 
@@ -141,14 +143,16 @@ pub struct Emulated<R: Runtime> {
 }
 
 /// The local provider: each instance a worker process on this host.
-pub type LocalProvider = Emulated<crate::provider::local::Processes>;
+pub type LocalProvider = Emulated<crate::resources::provider::local::Processes>;
 
 impl<R: Runtime> Emulated<R> {
-    /// Creates the provider and starts its revocation watch; call inside Tokio.
+    /// Creates the provider and starts its revocation watch, which ends when `shutdown`
+    /// is cancelled (or the provider is dropped); call inside Tokio.
     pub fn start(
         config: LocalConfig,
         runtime: R,
         catalog: Catalog,
+        shutdown: CancellationToken,
     ) -> Result<Arc<Self>, MasterError> {
         let (notify, events) = mpsc::channel(1024);
         let prices: Box<dyn SpotPrices> = match &config.spot_history {
@@ -171,7 +175,10 @@ impl<R: Runtime> Emulated<R> {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             let mut counter = 0_u64;
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = shutdown.cancelled() => return,
+                }
                 let Some(provider) = watcher.upgrade() else {
                     return;
                 };
@@ -182,8 +189,8 @@ impl<R: Runtime> Emulated<R> {
         Ok(provider)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry<R::Worker>>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<String, Entry<R::Worker>>> {
+        self.entries.lock()
     }
 
     /// Once a second: revoke running spot instances whose price passed the bid, or by
@@ -280,7 +287,7 @@ impl<R: Runtime> Emulated<R> {
         tokio::time::sleep(delay).await;
         let started = runtime.start(&config, &spec).await;
         let stray = {
-            let mut entries_now = entries.lock().unwrap_or_else(|p| p.into_inner());
+            let mut entries_now = entries.lock();
             let Some(entry) = entries_now.get_mut(&spec.id) else {
                 return;
             };
@@ -430,7 +437,7 @@ impl<R: Runtime> Provider for Emulated<R> {
     }
 
     fn interruptions(&self) -> Option<mpsc::Receiver<Interruption>> {
-        self.events.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.events.lock().take()
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

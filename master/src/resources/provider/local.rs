@@ -75,18 +75,8 @@ impl Runtime for Processes {
 
     fn stop(&self, mut child: Child) -> BoxFuture<'_, ()> {
         async move {
-            if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGTERM,
-                );
-            }
-            if tokio::time::timeout(DRAIN_GRACE, child.wait())
-                .await
-                .is_err()
-            {
-                let _ = child.kill().await;
-            }
+            // SIGTERM, the drain grace, then SIGKILL; an error means it is gone already.
+            let _ = cocktail_process::stop(&mut child, DRAIN_GRACE).await;
         }
         .boxed()
     }

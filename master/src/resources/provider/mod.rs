@@ -10,7 +10,7 @@ pub mod emulated;
 pub mod local;
 
 use futures_util::future::BoxFuture;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use cocktail_common::catalog::InstanceType;
@@ -26,11 +26,11 @@ pub struct LaunchSpec {
     /// The price when launched (spot or on-demand), USD per hour.
     pub price_per_hour: f64,
     /// Types a fleet may launch instead, with their capacity relative to this one
-    /// ([`crate::autoscale::alternates`]); providers without fleets ignore them.
+    /// ([`cocktail_policy::autoscale::alternates`]); providers without fleets ignore them.
     pub alternates: Vec<(InstanceType, f64)>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum InstanceStatus {
     Provisioning,
@@ -46,7 +46,7 @@ pub enum InstanceStatus {
 }
 
 /// One instance as the provider knows it. Times are seconds since the Unix epoch.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct InstanceRecord {
     pub id: String,
     pub model: String,

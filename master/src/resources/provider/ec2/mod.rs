@@ -9,7 +9,7 @@
 pub mod boot;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use aws_sdk_ec2::Client;
 use aws_sdk_ec2::config::{BehaviorVersion, Credentials, Region};
@@ -28,6 +28,7 @@ use cocktail_common::auth::Secret;
 use cocktail_common::catalog::{Catalog, InstanceType, SpotPrices, SpotProcess};
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use super::{InstanceRecord, InstanceStatus, Interruption, LaunchSpec, Provider};
@@ -193,7 +194,7 @@ impl Ec2Provider {
             .send()
             .await
             .map_err(sdk_error("DescribeSpotPriceHistory"))?;
-        let mut prices = self.prices.lock().unwrap_or_else(|p| p.into_inner());
+        let mut prices = self.prices.lock();
         for entry in history.spot_price_history() {
             if let (Some(ty), Some(price)) = (
                 entry.instance_type(),
@@ -538,12 +539,7 @@ impl Provider for Ec2Provider {
     }
 
     fn spot_price(&self, ty: &InstanceType) -> f64 {
-        let cached = self
-            .prices
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&ty.name)
-            .copied();
+        let cached = self.prices.lock().get(&ty.name).copied();
         cached.unwrap_or_else(|| self.fallback.price(ty, 0.0))
     }
 

@@ -23,6 +23,25 @@ pub struct Candidate {
     pub packing_factor: u32,
 }
 
+/// A model without a profile is assumed to take this long, so it is only chosen for lax
+/// latency targets until `cocktail profile` measures it.
+pub const UNPROFILED_LATENCY_MS: f64 = 1000.0;
+
+impl Candidate {
+    /// The zoo-to-candidates step: a model's single-request latency and packing factor
+    /// from its profile (one thread), its accuracy from the manifest.
+    pub fn of(model: &cocktail_common::ModelEntry) -> Self {
+        let profile = model.profile.as_ref();
+        Self {
+            latency_ms: profile
+                .and_then(|p| p.latency_us(1, 1))
+                .map_or(UNPROFILED_LATENCY_MS, |us| us / 1000.0),
+            accuracy: model.accuracy,
+            packing_factor: profile.and_then(|p| p.packing_factor(1)).unwrap_or(1),
+        }
+    }
+}
+
 /// The user's primary objective (Cocktail §5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Objective {

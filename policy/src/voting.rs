@@ -9,12 +9,15 @@
 //! Ties are broken deterministically: higher score, then the larger total weight of the
 //! class's voters, then the most accurate voter, then the lowest class id.
 
-/// How to combine members' answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How to combine members' answers (`--scheme`: `weighted`, `majority`, `average`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Scheme {
+    /// Per-class weighted majority (Cocktail).
     #[default]
     Weighted,
+    /// One vote per member.
     Majority,
+    /// The highest mean probability (Clipper).
     Average,
 }
 
@@ -142,6 +145,61 @@ pub fn vote(
     })
 }
 
+/// One voter's answers to a batch: its class per item and its probabilities, row-major
+/// `[items, classes]` (empty when it gave none).
+#[derive(Debug, Clone, Copy)]
+pub struct Voter<'a> {
+    /// Index of the model in the weight table.
+    pub model: usize,
+    pub classes: &'a [usize],
+    pub probabilities: &'a [f32],
+}
+
+/// The vote on every item of a batch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchOutcome {
+    pub class: Vec<usize>,
+    /// Per item, the members that voted for the winner, and the score per class.
+    pub winning_votes: Vec<usize>,
+    pub scores: Vec<Vec<f64>>,
+}
+
+/// Votes on each of `items` items, with every voter that answered the item: the live
+/// master's batch and the simulator's request alike. `None` when an item has no voter.
+pub fn vote_batch(
+    scheme: Scheme,
+    voters: &[Voter<'_>],
+    items: usize,
+    weights: &ClassWeights,
+    accuracy: &[f64],
+    classes: usize,
+) -> Option<BatchOutcome> {
+    let mut outcome = BatchOutcome {
+        class: Vec::with_capacity(items),
+        winning_votes: Vec::with_capacity(items),
+        scores: Vec::with_capacity(items),
+    };
+    let mut ballots = Vec::with_capacity(voters.len());
+    for item in 0..items {
+        ballots.clear();
+        ballots.extend(voters.iter().filter_map(|v| {
+            Some(Ballot {
+                model: v.model,
+                class: *v.classes.get(item)?,
+                probabilities: v
+                    .probabilities
+                    .get(item * classes..(item + 1) * classes)
+                    .unwrap_or(&[]),
+            })
+        }));
+        let one = vote(scheme, &ballots, weights, accuracy, classes)?;
+        outcome.class.push(one.class);
+        outcome.winning_votes.push(one.winning_votes);
+        outcome.scores.push(one.scores);
+    }
+    Some(outcome)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,5 +300,43 @@ mod tests {
         weights.record(5, 0, 0);
         assert_eq!(weights.weight(5, 0), 0.0);
         assert!(vote(Scheme::Weighted, &[], &weights, &[], 2).is_none());
+    }
+
+    #[test]
+    fn a_batch_vote_is_the_vote_of_each_item() {
+        let weights =
+            ClassWeights::seeded(&[vec![0.9, 0.3], vec![0.4, 0.8], vec![0.6, 0.6]], 100.0);
+        let accuracy = [0.8, 0.7, 0.6];
+        let (a, b, c) = ([0, 1, 1], [1, 1, 0], [0, 0]);
+        let voters = [
+            Voter {
+                model: 0,
+                classes: &a,
+                probabilities: P,
+            },
+            Voter {
+                model: 1,
+                classes: &b,
+                probabilities: P,
+            },
+            // Model 2 answered only the first two items.
+            Voter {
+                model: 2,
+                classes: &c,
+                probabilities: P,
+            },
+        ];
+        let batch = vote_batch(Scheme::Weighted, &voters, 3, &weights, &accuracy, 2).unwrap();
+        for item in 0..3 {
+            let ballots: Vec<Ballot<'_>> = voters
+                .iter()
+                .filter_map(|v| Some(ballot(v.model, *v.classes.get(item)?)))
+                .collect();
+            let one = vote(Scheme::Weighted, &ballots, &weights, &accuracy, 2).unwrap();
+            assert_eq!(batch.class[item], one.class);
+            assert_eq!(batch.winning_votes[item], one.winning_votes);
+            assert_eq!(batch.scores[item], one.scores);
+        }
+        assert!(vote_batch(Scheme::Weighted, &[], 1, &weights, &accuracy, 2).is_none());
     }
 }

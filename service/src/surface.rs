@@ -145,6 +145,17 @@ pub fn oip_body(header: Option<usize>) -> actix_web::HttpResponseBuilder {
     response
 }
 
+/// Triton's binary tensor extension: the JSON request or answer (as long as the
+/// `Inference-Header-Content-Length` header says), then each binary tensor's raw
+/// little-endian elements in order (BYTES elements: a 4-byte length, then the bytes).
+#[derive(Debug, utoipa::ToSchema)]
+#[schema(format = Binary)]
+#[expect(
+    dead_code,
+    reason = "a schema only: the handlers read and write the body as bytes"
+)]
+pub struct BinaryTensors(String);
+
 #[cfg(test)]
 mod tests {
     use actix_web::test::{TestRequest, call_service, init_service, read_body_json};

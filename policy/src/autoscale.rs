@@ -17,10 +17,10 @@
 //! (HTTP, preprocessing), so it completes `Pf × 1000 / (latency_ms + overhead_ms)` per
 //! second (Little's law).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A running or provisioning instance, as the autoscaler sees it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InstanceState {
     pub id: String,
     pub instance_type: String,
@@ -66,13 +66,16 @@ impl PoolState {
 
 /// An instance type the pool could get now, with its packing factor for the model and
 /// its current price (spot when the spot price is under the bid, else on-demand).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Offer {
     pub instance_type: String,
     pub packing_factor: u32,
     pub price_per_hour: f64,
     pub spot: bool,
     pub gpu: bool,
+    /// The type's on-demand price and whether it is burstable, for replacements.
+    pub on_demand_per_hour: f64,
+    pub burstable: bool,
 }
 
 impl Offer {
@@ -96,11 +99,13 @@ impl Offer {
             },
             spot,
             gpu: ty.is_gpu(),
+            on_demand_per_hour: ty.on_demand_per_hour,
+            burstable: ty.burstable,
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct AutoscaleConfig {
     /// Per-request time beyond inference (HTTP, preprocessing), in ms.
     pub overhead_ms: f64,
@@ -123,7 +128,7 @@ impl Default for AutoscaleConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Action {
     Launch {
@@ -146,7 +151,7 @@ pub enum Action {
 }
 
 /// One decision with everything that led to it, kept for `/v1/decisions`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     pub pool: String,
     pub action: Action,
@@ -557,6 +562,8 @@ mod tests {
             price_per_hour: price,
             spot: true,
             gpu,
+            on_demand_per_hour: price * 3.0,
+            burstable: false,
         }
     }
 
@@ -701,6 +708,8 @@ mod tests {
             price_per_hour: price,
             spot,
             gpu,
+            on_demand_per_hour: price,
+            burstable: false,
         };
         let chosen = offer("c5.xlarge", 8, 0.08, true, false);
         let offers = vec![

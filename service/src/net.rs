@@ -1,4 +1,4 @@
-//! The transport both servers share (the master uses it too): TLS with rustls, an HTTP
+//! The transport both servers share: TLS with rustls, an HTTP
 //! client that trusts a given CA, the cluster secret on calls between master and workers,
 //! and limits for slow or hostile clients (header and request timeouts, a cap on
 //! connections). The flags are one clap group, flattened into both binaries.

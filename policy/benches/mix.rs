@@ -5,13 +5,13 @@
 //! - one Ribbon step (fit the GP, expected improvement everywhere) over up to 5,000
 //!   configurations in at most 50 ms.
 //!
-//! `cargo bench -p cocktail-master --bench mix`
+//! `cargo bench -p cocktail-policy --bench mix`
 
 use std::hint::black_box;
 
-use cocktail_master::kairos::{self, Server, Waiting};
-use cocktail_master::mix::Space;
-use cocktail_master::ribbon::{Ribbon, Settings};
+use cocktail_policy::kairos::{self, Server, Waiting};
+use cocktail_policy::mix::Space;
+use cocktail_policy::ribbon::{Ribbon, Settings};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 /// A fixed pseudo-random sequence, so every run measures the same inputs.

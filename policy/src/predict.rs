@@ -232,16 +232,102 @@ pub fn rmse(predictor: &mut dyn Predictor, trace: &[f64], horizon: usize) -> f64
     }
 }
 
-/// A predictor by name, with the defaults the controller uses: `mwa`, `ewma`, `linear`,
-/// `holt-winters` (season of `period` intervals).
-pub fn by_name(name: &str, period: usize) -> Option<Box<dyn Predictor>> {
-    match name {
-        "mwa" => Some(Box::new(MovingAverage::new(10))),
-        "ewma" => Some(Box::new(Ewma::new(0.5))),
-        "linear" => Some(Box::new(LinearRegression::new(10))),
-        "holt-winters" => Some(Box::new(HoltWinters::new(0.3, 0.01, 0.1, period))),
-        _ => None,
+/// The load predictors the controller can run (`--predictor`); the wire names are
+/// `mwa`, `ewma`, `linear`, `holt-winters` and `learned`.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum PredictorKind {
+    /// The mean of the last 10 intervals.
+    Mwa,
+    /// Exponentially weighted moving average (α = 0.5).
+    #[default]
+    Ewma,
+    /// Linear regression over the last 10 intervals.
+    Linear,
+    /// Level, trend and a daily season.
+    HoltWinters,
+    /// An MLP run by ONNX Runtime (models/predictors/).
+    // The master builds it; this crate does not depend on ONNX Runtime.
+    Learned,
+}
+
+impl PredictorKind {
+    /// The kind as a predictor this crate builds; `None` for [`PredictorKind::Learned`].
+    pub fn statistical(self) -> Option<Statistical> {
+        match self {
+            Self::Mwa => Some(Statistical::Mwa),
+            Self::Ewma => Some(Statistical::Ewma),
+            Self::Linear => Some(Statistical::Linear),
+            Self::HoltWinters => Some(Statistical::HoltWinters),
+            Self::Learned => None,
+        }
     }
+}
+
+/// The predictors this crate builds: every [`PredictorKind`] but the learned one. The
+/// simulator takes these (it has no ONNX Runtime).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Statistical {
+    /// The mean of the last 10 intervals.
+    Mwa,
+    /// Exponentially weighted moving average (α = 0.5).
+    #[default]
+    Ewma,
+    /// Linear regression over the last 10 intervals.
+    Linear,
+    /// Level, trend and a daily season.
+    HoltWinters,
+}
+
+impl Statistical {
+    pub const ALL: [Self; 4] = [Self::Mwa, Self::Ewma, Self::Linear, Self::HoltWinters];
+
+    /// The predictor with the defaults the controller uses; Holt-Winters' season is
+    /// `period` intervals.
+    pub fn build(self, period: usize) -> Box<dyn Predictor> {
+        match self {
+            Self::Mwa => Box::new(MovingAverage::new(10)),
+            Self::Ewma => Box::new(Ewma::new(0.5)),
+            Self::Linear => Box::new(LinearRegression::new(10)),
+            Self::HoltWinters => Box::new(HoltWinters::new(0.3, 0.01, 0.1, period)),
+        }
+    }
+}
+
+// clap's wire names, so that logs and tables say what the flags take.
+impl std::fmt::Display for PredictorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        wire_name(self, f)
+    }
+}
+
+impl std::fmt::Display for Statistical {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        wire_name(self, f)
+    }
+}
+
+fn wire_name(value: &impl clap::ValueEnum, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    match value.to_possible_value() {
+        Some(v) => f.write_str(v.get_name()),
+        None => Ok(()),
+    }
+}
+
+/// The predictor of `kind` (see [`Statistical::build`]); `None` for
+/// [`PredictorKind::Learned`], which the master loads.
+pub fn build(kind: PredictorKind, period: usize) -> Option<Box<dyn Predictor>> {
+    kind.statistical().map(|s| s.build(period))
 }
 
 #[cfg(test)]
@@ -249,10 +335,7 @@ mod tests {
     use super::*;
 
     fn all(period: usize) -> Vec<Box<dyn Predictor>> {
-        ["mwa", "ewma", "linear", "holt-winters"]
-            .iter()
-            .filter_map(|n| by_name(n, period))
-            .collect()
+        Statistical::ALL.map(|s| s.build(period)).into()
     }
 
     #[test]
@@ -269,6 +352,28 @@ mod tests {
                 p.forecast(3)
             );
         }
+    }
+
+    #[test]
+    fn every_kind_but_the_learned_one_is_built_here_under_its_wire_name() {
+        use clap::ValueEnum as _;
+        for kind in PredictorKind::value_variants() {
+            let built = build(*kind, 4);
+            assert_eq!(built.is_none(), *kind == PredictorKind::Learned, "{kind:?}");
+        }
+        let names: Vec<String> = PredictorKind::value_variants()
+            .iter()
+            .filter_map(|k| k.to_possible_value())
+            .map(|v| v.get_name().to_owned())
+            .collect();
+        assert_eq!(names, ["mwa", "ewma", "linear", "holt-winters", "learned"]);
+        assert_eq!(PredictorKind::HoltWinters.to_string(), "holt-winters");
+        assert_eq!(Statistical::HoltWinters.to_string(), "holt-winters");
+        assert_eq!(
+            PredictorKind::from_str("holt-winters", false),
+            Ok(PredictorKind::HoltWinters)
+        );
+        assert!(PredictorKind::from_str("nope", false).is_err());
     }
 
     #[test]

@@ -4,12 +4,12 @@
 //! the Cocktail paper reports 0.7 ms for selection and 0.5 ms for voting. O2 (`adjust`)
 //! runs once per interval, not per request, and is measured alone.
 //!
-//! `cargo bench -p cocktail-master --bench policy`
+//! `cargo bench -p cocktail-policy --bench policy`
 
 use std::hint::black_box;
 
-use cocktail_master::selection::{self, Candidate, Constraint, Objective, SelectionConfig, Window};
-use cocktail_master::voting::{Ballot, ClassWeights, Scheme, vote};
+use cocktail_policy::selection::{self, Candidate, Constraint, Objective, SelectionConfig, Window};
+use cocktail_policy::voting::{Ballot, ClassWeights, Scheme, vote};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const MODELS: usize = 10;

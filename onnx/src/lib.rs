@@ -1,4 +1,6 @@
-//! Locating and loading the ONNX Runtime shared library (`ort` with `load-dynamic`).
+//! Locating and loading the ONNX Runtime shared library (`ort` with `load-dynamic`), for
+//! every process that runs a model: the worker, the master's learned load predictor and
+//! `cocktail profile`.
 //!
 //! The library comes from the PyPI wheel `onnxruntime==1.31.1`, which `scripts/setup.sh`
 //! unpacks into `.deps/`. ONNX Runtime allows one environment per process, so it is made
@@ -9,7 +11,19 @@ use std::sync::{Mutex, OnceLock};
 
 use ort::environment::Environment;
 
-use crate::WorkerError;
+/// Why ONNX Runtime is not available.
+#[derive(Debug, thiserror::Error)]
+pub enum OnnxError {
+    #[error(
+        "ONNX Runtime library not found at {tried}. Run `scripts/setup.sh` (it fetches onnxruntime=={version} from PyPI into .deps/), or set ORT_DYLIB_PATH / pass --ort-lib with the path of libonnxruntime.so.{version}"
+    )]
+    Missing {
+        tried: String,
+        version: &'static str,
+    },
+    #[error("cannot load ONNX Runtime from `{path}`: {message}")]
+    Load { path: String, message: String },
+}
 
 /// The ONNX Runtime release `ort =2.0.0-rc.15` (API 31) is paired with.
 pub const ORT_VERSION: &str = "1.31.1";
@@ -23,11 +37,11 @@ static INIT: Mutex<()> = Mutex::new(());
 /// Finds the library: `explicit` (the `--ort-lib` flag), else `ORT_DYLIB_PATH`, else the
 /// setup script's location in the current folder or one of its parents. A path the user
 /// named must exist: falling back silently would load a library they did not ask for.
-pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, WorkerError> {
+pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, OnnxError> {
     let named = explicit
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from));
-    let missing = |tried: String| WorkerError::RuntimeMissing {
+    let missing = |tried: String| OnnxError::Missing {
         tried,
         version: ORT_VERSION,
     };
@@ -51,7 +65,7 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, WorkerError> {
 }
 
 /// The process-wide ONNX Runtime environment, loading the library on first use.
-pub fn environment(explicit: Option<&Path>) -> Result<&'static Environment, WorkerError> {
+pub fn environment(explicit: Option<&Path>) -> Result<&'static Environment, OnnxError> {
     if let Some(env) = ENVIRONMENT.get() {
         return Ok(env);
     }
@@ -63,7 +77,7 @@ pub fn environment(explicit: Option<&Path>) -> Result<&'static Environment, Work
     let path = locate(explicit)?;
     // `ort` resolves relative paths against the executable's folder; make it absolute.
     let path = std::fs::canonicalize(&path).unwrap_or(path);
-    let load_error = |message: String| WorkerError::RuntimeLoad {
+    let load_error = |message: String| OnnxError::Load {
         path: path.display().to_string(),
         message,
     };

@@ -2,6 +2,7 @@
 //! simulator make the same decisions by calling them with the same measurements.
 
 pub mod autoscale;
+pub mod control;
 pub mod ensemble;
 pub mod estimate;
 pub mod health;

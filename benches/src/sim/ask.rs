@@ -1,0 +1,99 @@
+//! One request's member calls in the simulator, with failover as the live master does it
+//! (`cocktail_master::serving::failover`): for a member whose pool has no instance, the
+//! best unused candidate that has one answers. Hedging is not modelled.
+
+use cocktail_policy::ensemble::Ensemble;
+use cocktail_policy::selection;
+
+use super::World;
+use super::cluster::{Cluster, Served};
+
+/// What the members of one request answered, reused from request to request.
+#[derive(Debug, Default)]
+pub(super) struct Ballots {
+    /// Per member slot, its own answer (a substitute's answer is not its member's).
+    pub member_classes: Vec<Option<usize>>,
+    /// The answers that vote: (model, its class).
+    pub cast: Vec<(usize, [usize; 1])>,
+}
+
+impl Ballots {
+    /// Asks every one of `members` of `ensemble` for test item `item` at `t` with its
+    /// `deadline`: `(item, t, deadline)`. Returns when the last answer came and whether
+    /// some member missed its deadline or could not be served.
+    pub fn ask(
+        &mut self,
+        cluster: &mut Cluster,
+        world: &World,
+        ensemble: &Ensemble,
+        members: &[usize],
+        (item, t, deadline): (usize, f64, f64),
+    ) -> (f64, bool) {
+        self.member_classes.clear();
+        self.cast.clear();
+        let answer = |model: usize| -> Option<usize> {
+            world
+                .answers
+                .get(model)
+                .and_then(|a| a.get(item))
+                .map(|&c| usize::from(c))
+        };
+        let mut finish = t;
+        let mut missed = false;
+        let mut spares: Option<Vec<usize>> = None;
+        for &m in members {
+            match cluster.serve(m, t, deadline) {
+                Served::At(at) => {
+                    finish = finish.max(at);
+                    self.member_classes.push(answer(m));
+                    if let Some(class) = answer(m) {
+                        self.cast.push((m, [class]));
+                    }
+                }
+                Served::Late(_) | Served::Missed => {
+                    finish = finish.max(deadline);
+                    missed = true;
+                    self.member_classes.push(None);
+                }
+                Served::NoInstance => {
+                    // The member's slot learns nothing either way, as live.
+                    self.member_classes.push(None);
+                    let spares = spares.get_or_insert_with(|| {
+                        selection::substitutes(&world.candidates, &ensemble.pool, members)
+                    });
+                    match stand_in(cluster, spares, t, deadline) {
+                        Some((model, Served::At(at))) => {
+                            finish = finish.max(at);
+                            if let Some(class) = answer(model) {
+                                self.cast.push((model, [class]));
+                            }
+                        }
+                        Some(_) => {
+                            finish = finish.max(deadline);
+                            missed = true;
+                        }
+                        None => missed = true,
+                    }
+                }
+            }
+        }
+        (finish, missed)
+    }
+}
+
+/// The first of `spares` whose pool has an instance, and how its call went.
+fn stand_in(
+    cluster: &mut Cluster,
+    spares: &mut Vec<usize>,
+    t: f64,
+    deadline: f64,
+) -> Option<(usize, Served)> {
+    while !spares.is_empty() {
+        let model = spares.remove(0);
+        match cluster.serve(model, t, deadline) {
+            Served::NoInstance => {}
+            served => return Some((model, served)),
+        }
+    }
+    None
+}

@@ -1,0 +1,158 @@
+//! What a simulated run compares and how it is set up.
+
+use cocktail_policy::autoscale::AutoscaleConfig;
+use cocktail_policy::control::ControlConfig;
+use cocktail_policy::predict::Statistical;
+use cocktail_policy::selection::SelectionConfig;
+use cocktail_policy::voting;
+use serde::Serialize;
+
+use crate::workload::Mix;
+
+/// The serving schemes compared (cocktail.txt §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scheme {
+    /// The single model that meets the constraint, on-demand, reactive scaling.
+    #[value(name = "InFaaS")]
+    Infaas,
+    /// Every candidate model, static, on-demand.
+    #[value(name = "Clipper")]
+    Clipper,
+    /// Every candidate, then drops one model at a time while accuracy holds.
+    #[value(name = "Clipper-X")]
+    ClipperX,
+    /// The full design: O1/O2, weighted voting, spot, predictive weighted autoscaling.
+    #[value(name = "Cocktail")]
+    Cocktail,
+}
+
+impl Scheme {
+    pub const ALL: [Self; 4] = [Self::Infaas, Self::Clipper, Self::ClipperX, Self::Cocktail];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Infaas => "InFaaS",
+            Self::Clipper => "Clipper",
+            Self::ClipperX => "Clipper-X",
+            Self::Cocktail => "Cocktail",
+        }
+    }
+
+    pub fn spot(self) -> bool {
+        self == Self::Cocktail
+    }
+
+    pub fn voting(self) -> voting::Scheme {
+        match self {
+            Self::Cocktail => voting::Scheme::Weighted,
+            _ => voting::Scheme::Majority,
+        }
+    }
+
+    pub fn autoscaler(self) -> Autoscaler {
+        match self {
+            Self::Cocktail => Autoscaler::Cocktail,
+            _ => Autoscaler::Reactive,
+        }
+    }
+}
+
+/// How pools are sized: the control loop's policy, shared with the live controller.
+pub use cocktail_policy::control::Policy as Autoscaler;
+
+/// A share of the instances failing at once.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Failure {
+    pub at_s: f64,
+    pub fraction: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub scheme: Scheme,
+    pub autoscaler: Autoscaler,
+    pub mix: Mix,
+    /// Requests per second, one rate per second of simulated time.
+    pub rates: Vec<f64>,
+    pub seed: u64,
+    /// Size pools by their share of requests (Algorithm 2); off: every pool as if it
+    /// received every request (Fig. 12a's comparison).
+    pub importance_weights: bool,
+    pub failure: Option<Failure>,
+    /// Seconds from a launch to serving.
+    pub launch_s: f64,
+    /// Spot revocations per instance-hour beyond those the price causes.
+    pub revocations_per_hour: f64,
+    /// The predictive autoscaler's period, horizon and importance window (seconds).
+    pub interval_s: f64,
+    pub horizon_s: f64,
+    pub importance_window_s: f64,
+    /// The reactive check's period (seconds).
+    pub reactive_interval_s: f64,
+    /// O2's interval (seconds), as the master's `--interval-s`.
+    pub o2_interval_s: f64,
+    /// O2's interval in requests per constraint instead, as `--interval-requests`.
+    pub o2_interval_requests: Option<u64>,
+    pub predictor: Statistical,
+    /// Added to the latency target to form the deadline, as `--deadline-grace-ms`.
+    pub grace_ms: f64,
+    /// One network hop master ↔ worker, added to every answer.
+    pub hop_ms: f64,
+    pub selection: SelectionConfig,
+    pub autoscale: AutoscaleConfig,
+    /// The weight prior of the class weights, as `--weight-prior`.
+    pub weight_prior: f64,
+    /// Time-series resolution (seconds).
+    pub bucket_s: f64,
+    /// Catalog types that may be bought (empty: all).
+    pub instance_types: Vec<String>,
+}
+
+impl SimConfig {
+    /// The control loop's configuration for this run.
+    pub fn control(&self) -> ControlConfig {
+        ControlConfig {
+            interval_s: self.interval_s,
+            reactive_interval_s: self.reactive_interval_s,
+            horizon_s: self.horizon_s,
+            importance_window_s: self.importance_window_s,
+            launch_s: self.launch_s,
+            policy: self.autoscaler,
+            sizes_pools: true,
+            importance_weights: self.importance_weights,
+            autoscale: self.autoscale,
+        }
+    }
+
+    /// The defaults of the live master and controller, for `scheme` on `rates`.
+    pub fn new(scheme: Scheme, mix: Mix, rates: Vec<f64>, seed: u64) -> Self {
+        Self {
+            scheme,
+            autoscaler: scheme.autoscaler(),
+            mix,
+            rates,
+            seed,
+            importance_weights: true,
+            failure: None,
+            launch_s: 60.0,
+            revocations_per_hour: 0.05,
+            interval_s: 60.0,
+            horizon_s: 600.0,
+            importance_window_s: 300.0,
+            reactive_interval_s: 10.0,
+            o2_interval_s: 30.0,
+            o2_interval_requests: None,
+            predictor: Statistical::Ewma,
+            grace_ms: 20.0,
+            hop_ms: 0.5,
+            selection: SelectionConfig {
+                latency_margin_ms: 0.0,
+                ..SelectionConfig::default()
+            },
+            autoscale: AutoscaleConfig::default(),
+            weight_prior: 100.0,
+            bucket_s: 60.0,
+            instance_types: Vec::new(),
+        }
+    }
+}

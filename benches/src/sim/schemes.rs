@@ -1,0 +1,129 @@
+//! The baselines' model choices (cocktail.txt §5.1) and each scheme's interval step.
+
+use cocktail_policy::ensemble::Ensemble;
+use cocktail_policy::selection::{self, Candidate, Constraint, SelectionConfig};
+
+use super::World;
+use super::config::{Scheme, SimConfig};
+
+/// Each constraint type's first ensemble under the scheme: Cocktail's O1, InFaaS's one
+/// model, or every candidate (Clipper, Clipper-X).
+pub(super) fn initial_ensembles(world: &World, config: &SimConfig) -> Vec<Ensemble> {
+    let models = &world.candidates;
+    world
+        .types
+        .iter()
+        .map(|t| {
+            let c = t.constraint;
+            match config.scheme {
+                Scheme::Cocktail => Ensemble::select(models, c, &config.selection),
+                Scheme::Infaas => Ensemble::new(
+                    models,
+                    c,
+                    vec![infaas_choice(models, &c, &config.selection)],
+                    0,
+                    &config.selection,
+                ),
+                Scheme::Clipper | Scheme::ClipperX => {
+                    let mut all = selection::candidates(models, &c, &config.selection);
+                    if all.is_empty() {
+                        all.push(infaas_choice(models, &c, &config.selection));
+                    }
+                    Ensemble::new(models, c, all, 0, &config.selection)
+                }
+            }
+        })
+        .collect()
+}
+
+/// InFaaS's choice: the fastest model meeting the accuracy within the latency; else the
+/// fastest meeting the accuracy at all; else the most accurate within the latency.
+pub fn infaas_choice(models: &[Candidate], c: &Constraint, config: &SelectionConfig) -> usize {
+    let within = selection::candidates(models, c, config);
+    let fastest = |it: &mut dyn Iterator<Item = usize>| {
+        it.min_by(|&a, &b| models[a].latency_ms.total_cmp(&models[b].latency_ms))
+    };
+    fastest(
+        &mut within
+            .iter()
+            .copied()
+            .filter(|&i| models[i].accuracy >= c.accuracy),
+    )
+    .or_else(|| {
+        fastest(
+            &mut (0..models.len())
+                .filter(|&i| models[i].accuracy >= c.accuracy && models[i].latency_ms.is_finite()),
+        )
+    })
+    .or_else(|| {
+        within
+            .iter()
+            .copied()
+            .max_by(|&a, &b| models[a].accuracy.total_cmp(&models[b].accuracy))
+    })
+    .unwrap_or(0)
+}
+
+/// Clipper-X's step: drop the member right least often while the window beats the
+/// target; put the last dropped one back when it falls below.
+pub(super) fn clipper_x_step(
+    models: &[Candidate],
+    ensemble: &mut Ensemble,
+    dropped: &mut Vec<usize>,
+    margin: f64,
+) {
+    let window = ensemble.window();
+    let Some(accuracy) = window.accuracy() else {
+        return;
+    };
+    let target = ensemble.constraint.accuracy;
+    let members = ensemble.members.clone();
+    if accuracy >= target + margin && members.len() > 1 {
+        let worst = members
+            .iter()
+            .enumerate()
+            .min_by(|&(a, ma), &(b, mb)| {
+                let correct = |slot: usize| window.member_correct.get(slot).copied().unwrap_or(0);
+                correct(a)
+                    .cmp(&correct(b))
+                    .then(models[*ma].accuracy.total_cmp(&models[*mb].accuracy))
+            })
+            .map(|(slot, _)| slot);
+        if let Some(slot) = worst {
+            let mut kept = members;
+            dropped.push(kept.remove(slot));
+            let generation = ensemble.generation + 1;
+            ensemble.replace(kept, generation);
+            return;
+        }
+    }
+    if accuracy < target
+        && let Some(back) = dropped.pop()
+    {
+        let mut grown = members;
+        grown.push(back);
+        let generation = ensemble.generation + 1;
+        ensemble.replace(grown, generation);
+        return;
+    }
+    let generation = ensemble.generation;
+    ensemble.replace(members, generation); // a new window
+}
+
+/// The end of a constraint type's interval: Cocktail's O2, or Clipper-X's step.
+pub(super) fn o2(
+    config: &SimConfig,
+    models: &[Candidate],
+    ensemble: &mut Ensemble,
+    dropped: &mut Vec<usize>,
+) {
+    match config.scheme {
+        Scheme::Cocktail => {
+            ensemble.revisit(models, &config.selection);
+        }
+        Scheme::ClipperX => {
+            clipper_x_step(models, ensemble, dropped, config.selection.accuracy_margin)
+        }
+        Scheme::Infaas | Scheme::Clipper => {}
+    }
+}

@@ -1,0 +1,96 @@
+//! One task's models, their recorded answers and the catalog: everything a run reads.
+
+use anyhow::Context;
+use cocktail_common::catalog::{self, Catalog};
+use cocktail_common::{Predictions, Zoo};
+use cocktail_policy::selection::Candidate;
+
+use crate::workload::{self, ConstraintType};
+
+/// One task's models, their recorded answers and the catalog.
+#[derive(Debug)]
+pub struct World {
+    pub task: String,
+    pub models: Vec<String>,
+    pub candidates: Vec<Candidate>,
+    pub accuracy: Vec<f64>,
+    pub class_accuracy: Vec<Vec<f64>>,
+    pub classes: usize,
+    /// `answers[model][item]`: the class each model gave each test item.
+    pub answers: Vec<Vec<u16>>,
+    pub labels: Vec<u16>,
+    pub types: Vec<ConstraintType>,
+    pub catalog: Catalog,
+    /// `packing[model][type]`: Pf of the model on each catalog type.
+    pub packing: Vec<Vec<u32>>,
+}
+
+impl World {
+    pub fn load(zoo: &Zoo, task: &str) -> anyhow::Result<Self> {
+        let spec = zoo.task(task)?;
+        let entries: Vec<_> = zoo.models_for(task).collect();
+        anyhow::ensure!(!entries.is_empty(), "the zoo has no task `{task}`");
+        let models: Vec<String> = entries.iter().map(|m| m.name.clone()).collect();
+        let candidates: Vec<Candidate> = entries.iter().copied().map(Candidate::of).collect();
+        let predictions = Predictions::load(&zoo.resolve(&spec.predictions))?;
+        let answers = models
+            .iter()
+            .map(|m| {
+                predictions
+                    .model_index(m)
+                    .and_then(|i| predictions.classes.get(i).cloned())
+                    .with_context(|| format!("no recorded predictions for `{m}`"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let catalog = Catalog::embedded()?;
+        let packing = models
+            .iter()
+            .map(|m| {
+                let profile = zoo.model(m).ok().and_then(|e| e.profile.as_ref());
+                catalog
+                    .types
+                    .iter()
+                    .map(|ty| catalog::packing_factor(profile, ty, &catalog.gpu))
+                    .collect()
+            })
+            .collect();
+        Ok(Self {
+            task: task.to_owned(),
+            types: workload::constraint_types(&candidates),
+            accuracy: entries.iter().map(|m| m.accuracy).collect(),
+            class_accuracy: entries.iter().map(|m| m.class_accuracy.clone()).collect(),
+            classes: spec.labels.len(),
+            answers,
+            labels: predictions.labels.clone(),
+            models,
+            candidates,
+            catalog,
+            packing,
+        })
+    }
+}
+
+impl World {
+    /// The same world with every model `factor` times slower (latencies, and so the
+    /// constraint types): our models run in microseconds, the papers' in 10–300 ms, and
+    /// the autoscaling studies need pools that take more than one instance.
+    pub fn with_latency_scale(&self, factor: f64) -> Self {
+        let mut candidates = self.candidates.clone();
+        for c in &mut candidates {
+            c.latency_ms *= factor;
+        }
+        Self {
+            types: workload::constraint_types(&candidates),
+            candidates,
+            task: self.task.clone(),
+            models: self.models.clone(),
+            accuracy: self.accuracy.clone(),
+            class_accuracy: self.class_accuracy.clone(),
+            classes: self.classes,
+            answers: self.answers.clone(),
+            labels: self.labels.clone(),
+            catalog: self.catalog.clone(),
+            packing: self.packing.clone(),
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! A model's pool: its instances, the queue waiting for their slots (Kairos' matching
+//! on pools that mix types) and the slot a request holds while it calls a worker.
+
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use cocktail_common::catalog::{Catalog, InstanceType};
+use cocktail_common::latency::BatchLatency;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::Notify;
+
+use cocktail_policy::kairos::{self, Server, Waiting};
+use cocktail_policy::packing::{self, Slots};
+
+use super::{Instance, UNANSWERED_LIMIT};
+
+/// A pool: every instance serving one model, and the queue waiting for their slots.
+#[derive(Debug, Default)]
+pub struct Pool {
+    pub(super) instances: RwLock<Vec<Arc<Instance>>>,
+    pub(super) freed: Notify,
+    /// The model's batch latency, for Kairos' matching on pools that mix types.
+    pub(super) speed: Option<Arc<Speed>>,
+    /// Requests waiting for a slot on a mixed pool, oldest first.
+    waiting: Mutex<Vec<Waiter>>,
+    next_waiter: std::sync::atomic::AtomicU64,
+    /// Items per request of the last [`RECENT_BATCHES`] requests (kairos.txt §5.2 keeps
+    /// "a number of most recent queries" for the batch-size mix). Allocated whole when
+    /// the pool is made, so a long-running master's memory does not creep up as it fills;
+    /// a batch is at most `MAX_ITEMS` (64), so `u16` holds it.
+    recent: Mutex<std::collections::VecDeque<u16>>,
+    /// The pool has received batches of different sizes: Kairos' matching applies.
+    varying: AtomicBool,
+    /// Moving average of a call's time from sending to the worker's answer, in µs (0:
+    /// none yet), for the dispatcher's hedging.
+    call_us: std::sync::atomic::AtomicU64,
+}
+
+/// Requests whose batch sizes a pool remembers.
+pub const RECENT_BATCHES: usize = 10_000;
+
+/// What the master knows of a model's speed on each instance type.
+#[derive(Debug)]
+pub struct Speed {
+    pub latency: BatchLatency,
+    pub catalog: Arc<Catalog>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Waiter {
+    pub(super) id: u64,
+    pub(super) items: usize,
+    pub(super) since: Instant,
+    pub(super) deadline: Instant,
+}
+
+/// Leaves the waiting list when the request gets its slot, times out or is dropped.
+struct Ticket<'a> {
+    pub(super) pool: &'a Pool,
+    pub(super) id: u64,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        self.pool.waiting.lock().retain(|w| w.id != self.id);
+        self.pool.freed.notify_waiters();
+    }
+}
+
+/// At most this many of the oldest waiting requests enter one matching.
+const MATCH_WINDOW: usize = 64;
+
+/// A slot on an instance, given back on drop. A call sent on it that ends without an
+/// answer (timed out, or abandoned for a hedge that answered first) counts against the
+/// instance ([`UNANSWERED_LIMIT`]).
+#[derive(Debug)]
+pub struct Lease {
+    pub instance: Arc<Instance>,
+    pub(super) pool: Arc<Pool>,
+    pub(super) sent: Option<Instant>,
+}
+
+impl Lease {
+    pub(super) fn new(instance: &Arc<Instance>, pool: &Arc<Pool>) -> Self {
+        Self {
+            instance: Arc::clone(instance),
+            pool: Arc::clone(pool),
+            sent: None,
+        }
+    }
+
+    /// A call goes out on this slot.
+    pub fn sent(&mut self) {
+        self.sent = Some(Instant::now());
+    }
+
+    /// The worker answered the call (any status): the instance is alive, and the pool
+    /// learns how long its calls take.
+    pub fn answered(&mut self) {
+        if let Some(sent) = self.sent.take() {
+            self.instance.answered();
+            self.pool.observe_call(sent.elapsed());
+        }
+    }
+
+    /// The instance refused the connection: not hung but gone (or not up yet); no work
+    /// until it heartbeats again.
+    pub fn refused(&mut self) {
+        self.sent = None;
+        self.instance.mark_down();
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.sent.is_some() {
+            let misses = self.instance.unanswered.fetch_add(1, Ordering::AcqRel) + 1;
+            if misses == UNANSWERED_LIMIT {
+                tracing::warn!(id = %self.instance.id, model = %self.instance.model,
+                    "{UNANSWERED_LIMIT} calls in a row unanswered: no work until its next heartbeat");
+            }
+        }
+        self.instance.in_flight.fetch_sub(1, Ordering::AcqRel);
+        // Every waiter looks again: the freed slot may be on an instance one of them has
+        // already tried, so waking only one could strand the others.
+        self.pool.freed.notify_waiters();
+    }
+}
+
+/// Why no slot was handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoSlot {
+    /// No usable instance (none registered, or all excluded, draining or down).
+    NoInstance,
+    /// Every usable instance stayed full until the deadline.
+    Timeout,
+}
+
+impl Pool {
+    /// An empty pool; `speed` turns on Kairos' matching when it mixes types.
+    pub(super) fn new(speed: Option<Arc<Speed>>) -> Self {
+        Self {
+            speed,
+            recent: Mutex::new(std::collections::VecDeque::with_capacity(RECENT_BATCHES)),
+            ..Self::default()
+        }
+    }
+
+    /// Waits in this pool's queue for a slot until `deadline`; instances in `exclude`
+    /// (already tried by this request) are skipped.
+    pub async fn acquire(
+        self: &Arc<Self>,
+        deadline: Instant,
+        exclude: &[Arc<Instance>],
+        items: usize,
+    ) -> Result<Lease, NoSlot> {
+        let matched = self.varying.load(Ordering::Relaxed) && self.mixed(exclude);
+        if let Some(speed) = self.speed.as_ref().filter(|_| matched) {
+            return self.acquire_matched(speed, deadline, exclude, items).await;
+        }
+        loop {
+            // Register interest before looking, so a slot freed meanwhile is not missed.
+            let mut notified = pin!(self.freed.notified());
+            notified.as_mut().enable();
+            let mut usable = false;
+            {
+                let instances = self.instances.read();
+                let candidates: Vec<&Arc<Instance>> = instances
+                    .iter()
+                    .filter(|i| !exclude.iter().any(|e| Arc::ptr_eq(e, i)))
+                    .collect();
+                let slots: Vec<Slots> = candidates.iter().map(|i| i.slots()).collect();
+                usable |= slots.iter().any(|s| s.available);
+                // Regular instances first; a request that would have to wait spills to
+                // the burst instances (MArk's Lambda) while they have a free slot.
+                let in_tier = |burst: bool| {
+                    slots.iter().zip(&candidates).map(move |(s, i)| Slots {
+                        available: s.available && i.burst == burst,
+                        ..*s
+                    })
+                };
+                let regular = packing::choose(in_tier(false));
+                let spill = regular
+                    .is_none()
+                    .then(|| packing::choose(in_tier(true)))
+                    .flatten();
+                if let Some(choice) = regular.or(spill) {
+                    let instance = candidates[choice];
+                    if spill.is_some() {
+                        metrics::counter!("cocktail_master_burst_spills_total", "model" => instance.model.clone())
+                            .increment(1);
+                    }
+                    if instance.try_take() {
+                        *instance.last_used.lock() = Instant::now();
+                        return Ok(Lease::new(instance, self));
+                    }
+                    // Lost a race for the slot: look again at once.
+                    continue;
+                }
+            }
+            if !usable {
+                return Err(NoSlot::NoInstance);
+            }
+            let wait = tokio::time::timeout_at(deadline.into(), notified).await;
+            if wait.is_err() {
+                return Err(NoSlot::Timeout);
+            }
+        }
+    }
+
+    /// Whether the usable regular instances span more than one known type.
+    pub(super) fn mixed(&self, exclude: &[Arc<Instance>]) -> bool {
+        let instances = self.instances.read();
+        let mut types = instances
+            .iter()
+            .filter(|i| !i.burst && !exclude.iter().any(|e| Arc::ptr_eq(e, i)))
+            .filter_map(|i| i.instance_type.as_deref());
+        types
+            .next()
+            .is_some_and(|first| types.any(|other| other != first))
+    }
+
+    /// Kairos' query distribution (kairos.txt §5.1), for pools that mix types and receive
+    /// batches of varying size (single requests keep the packing of Cocktail §4.2.1).
+    /// Every waiting request, this one included, is matched to an instance by min-cost
+    /// bipartite matching on its batch's latency on the instance's type
+    /// ([`kairos::distribute`]); this request takes its slot when its match has one free,
+    /// else waits for the next change (a slot freed, a request arrived) and matches again.
+    /// Matched to a busy instance, it waits for that instance rather than take one where
+    /// it would miss its deadline.
+    pub(super) async fn acquire_matched(
+        self: &Arc<Self>,
+        speed: &Speed,
+        deadline: Instant,
+        exclude: &[Arc<Instance>],
+        items: usize,
+    ) -> Result<Lease, NoSlot> {
+        let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+        let since = Instant::now();
+        self.waiting.lock().push(Waiter {
+            id,
+            items: items.max(1),
+            since,
+            deadline,
+        });
+        let _ticket = Ticket { pool: self, id };
+        self.freed.notify_waiters();
+        loop {
+            let mut notified = pin!(self.freed.notified());
+            notified.as_mut().enable();
+            let now = Instant::now();
+            let candidates: Vec<Arc<Instance>> = self
+                .instances()
+                .into_iter()
+                .filter(|i| !i.burst && !exclude.iter().any(|e| Arc::ptr_eq(e, i)))
+                .filter(|i| i.slots().available)
+                .collect();
+            if candidates.is_empty() {
+                return Err(NoSlot::NoInstance);
+            }
+            let types: Vec<Option<&InstanceType>> = candidates
+                .iter()
+                .map(|i| {
+                    i.instance_type
+                        .as_deref()
+                        .and_then(|t| speed.catalog.get(t))
+                })
+                .collect();
+            let latency_ms = |j: usize, batch: usize| match types.get(j).copied().flatten() {
+                Some(ty) => speed.latency.ms_on(ty, &speed.catalog.gpu, batch),
+                // An instance of an unknown type: as fast as the profiling host.
+                None => speed.latency.host_ms(batch),
+            };
+            let waiting: Vec<Waiter> = {
+                let all = self.waiting.lock();
+                all.iter().take(MATCH_WINDOW).copied().collect()
+            };
+            let Some(me) = waiting.iter().position(|w| w.id == id) else {
+                // Beyond the window: wait for the older ones to go.
+                if tokio::time::timeout_at(deadline.into(), notified)
+                    .await
+                    .is_err()
+                {
+                    return Err(NoSlot::Timeout);
+                }
+                continue;
+            };
+            let mean_items = waiting.iter().map(|w| w.items).sum::<usize>() / waiting.len().max(1);
+            // Each instance is its own "type" here: its coefficient and latency come from
+            // its catalog type.
+            let servers: Vec<Server> = candidates
+                .iter()
+                .enumerate()
+                .map(|(j, i)| Server {
+                    type_index: j,
+                    busy_ms: if i.slots().in_flight < i.packing_factor {
+                        0.0
+                    } else {
+                        latency_ms(j, mean_items.max(1))
+                    },
+                })
+                .collect();
+            // Definition 1: the latency ratio on the largest query the system serves.
+            let coefficients = kairos::coefficients(
+                &(0..candidates.len())
+                    .map(|j| latency_ms(j, cocktail_common::oip::limits::MAX_ITEMS))
+                    .collect::<Vec<_>>(),
+            );
+            let queries: Vec<Waiting> = waiting
+                .iter()
+                .map(|w| Waiting {
+                    batch: w.items,
+                    waited_ms: now.saturating_duration_since(w.since).as_secs_f64() * 1e3,
+                })
+                .collect();
+            // Each request's own deadline is its target: scale so that `waited + L ≤ κT`
+            // reads `now + L ≤ deadline` for this request.
+            let qos_ms = waiting[me]
+                .deadline
+                .saturating_duration_since(waiting[me].since)
+                .as_secs_f64()
+                * 1e3
+                / kairos::KAPPA;
+            let plan = kairos::distribute(&queries, &servers, &coefficients, latency_ms, qos_ms);
+            if let Some(j) = plan.get(me).copied().flatten()
+                && let Some(instance) = candidates.get(j)
+                && instance.try_take()
+            {
+                *instance.last_used.lock() = Instant::now();
+                metrics::counter!("cocktail_master_matched_total", "model" => instance.model.clone())
+                    .increment(1);
+                return Ok(Lease::new(instance, self));
+            }
+            if tokio::time::timeout_at(deadline.into(), notified)
+                .await
+                .is_err()
+            {
+                return Err(NoSlot::Timeout);
+            }
+        }
+    }
+
+    /// Folds one answered call's time into the pool's moving average (weight 1/8; a
+    /// lost race between two calls only loses one sample).
+    pub(super) fn observe_call(&self, took: Duration) {
+        let sample = (took.as_micros() as u64).max(1);
+        let old = self.call_us.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample
+        } else {
+            old - old / 8 + sample / 8
+        };
+        self.call_us.store(new.max(1), Ordering::Relaxed);
+    }
+
+    /// How long a call to this pool usually takes, once one has been answered.
+    pub fn typical_call(&self) -> Option<Duration> {
+        match self.call_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+
+    /// Remembers a request's batch size (once per request, not per attempt).
+    pub fn record_batch(&self, items: usize) {
+        let items = u16::try_from(items.max(1)).unwrap_or(u16::MAX);
+        let mut recent = self.recent.lock();
+        if recent.back().is_some_and(|&last| last != items) {
+            self.varying.store(true, Ordering::Relaxed);
+        }
+        if recent.len() == RECENT_BATCHES {
+            recent.pop_front();
+        }
+        recent.push_back(items);
+    }
+
+    /// Batch sizes of the recent requests, oldest first.
+    pub fn recent_batches(&self) -> Vec<usize> {
+        self.recent
+            .lock()
+            .iter()
+            .map(|&items| usize::from(items))
+            .collect()
+    }
+
+    pub fn instances(&self) -> Vec<Arc<Instance>> {
+        self.instances.read().clone()
+    }
+}

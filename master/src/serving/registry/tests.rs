@@ -1,0 +1,183 @@
+//! The registry's pools, slots and health signals.
+
+use cocktail_common::catalog::Catalog;
+use cocktail_common::latency::BatchLatency;
+
+use super::*;
+
+fn registration(id: &str, pf: u32) -> Registration {
+    Registration {
+        id: id.into(),
+        model: "m".into(),
+        url: format!("http://{id}"),
+        packing_factor: pf,
+        queue_items: 0,
+        threads: 1,
+        burst: false,
+        instance_type: None,
+    }
+}
+
+#[tokio::test]
+async fn leases_pack_by_fewest_free_slots_and_queue_when_full() {
+    let registry = Registry::default();
+    registry.register(&registration("a", 2));
+    registry.register(&registration("b", 2));
+    let pool = registry.pool("m").unwrap();
+    let soon = Instant::now() + Duration::from_millis(50);
+    let first = pool.acquire(soon, &[], 1).await.unwrap();
+    let second = pool.acquire(soon, &[], 1).await.unwrap();
+    // The first instance fills before the second is used.
+    assert_eq!(first.instance.id, second.instance.id);
+    let third = pool.acquire(soon, &[], 1).await.unwrap();
+    let fourth = pool.acquire(soon, &[], 1).await.unwrap();
+    assert_ne!(third.instance.id, first.instance.id);
+    assert_eq!(
+        pool.acquire(soon, &[], 1).await.unwrap_err(),
+        NoSlot::Timeout
+    );
+    // A slot given back wakes a waiter.
+    let waiter = {
+        let pool = Arc::clone(&pool);
+        tokio::spawn(async move {
+            pool.acquire(Instant::now() + Duration::from_secs(5), &[], 1)
+                .await
+                .map(|l| l.instance.id.clone())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    drop(fourth);
+    assert_eq!(waiter.await.unwrap().unwrap(), third.instance.id);
+    drop((first, second));
+}
+
+#[tokio::test]
+async fn requests_spill_to_burst_instances_only_when_the_regular_ones_are_full() {
+    let registry = Registry::default();
+    registry.register(&Registration {
+        burst: true,
+        ..registration("lambda", 4)
+    });
+    registry.register(&registration("a", 1));
+    let pool = registry.pool("m").unwrap();
+    let soon = Instant::now() + Duration::from_millis(20);
+    let first = pool.acquire(soon, &[], 1).await.unwrap();
+    assert_eq!(first.instance.id, "a");
+    let second = pool.acquire(soon, &[], 1).await.unwrap();
+    assert_eq!(second.instance.id, "lambda", "a is full: spill");
+    drop(first);
+    assert_eq!(pool.acquire(soon, &[], 1).await.unwrap().instance.id, "a");
+}
+
+#[tokio::test]
+async fn draining_down_and_excluded_instances_get_no_work() {
+    let registry = Registry::default();
+    registry.register(&registration("a", 1));
+    registry.register(&registration("b", 1));
+    let pool = registry.pool("m").unwrap();
+    let soon = Instant::now() + Duration::from_millis(20);
+    assert!(registry.drain("a"));
+    let lease = pool.acquire(soon, &[], 1).await.unwrap();
+    assert_eq!(lease.instance.id, "b");
+    let tried = [Arc::clone(&lease.instance)];
+    drop(lease);
+    assert_eq!(
+        pool.acquire(soon, &tried, 1).await.unwrap_err(),
+        NoSlot::NoInstance
+    );
+    pool.instances()[1].mark_down();
+    assert_eq!(
+        pool.acquire(soon, &[], 1).await.unwrap_err(),
+        NoSlot::NoInstance
+    );
+    // A heartbeat brings a down instance back; unknown ids must register.
+    assert!(registry.heartbeat("b", false));
+    assert!(pool.acquire(soon, &[], 1).await.is_ok());
+    assert!(!registry.heartbeat("zz", false));
+    assert!(registry.remove("b"));
+    assert!(registry.expire(Duration::from_secs(60)).is_empty());
+    assert_eq!(registry.view().len(), 1);
+}
+
+#[tokio::test]
+async fn an_instance_that_leaves_calls_unanswered_gets_no_work_until_it_heartbeats() {
+    let registry = Registry::default();
+    registry.register(&registration("a", 4));
+    let pool = registry.pool("m").unwrap();
+    let soon = Instant::now() + Duration::from_millis(20);
+    for _ in 0..UNANSWERED_LIMIT - 1 {
+        let mut lease = pool.acquire(soon, &[], 1).await.unwrap();
+        lease.sent(); // ... and dropped without an answer (timed out, or hedged)
+    }
+    // An answer resets the count; a lease never used for a call counts nothing.
+    let mut answered = pool.acquire(soon, &[], 1).await.unwrap();
+    answered.sent();
+    answered.answered();
+    drop(answered);
+    drop(pool.acquire(soon, &[], 1).await.unwrap());
+    assert_eq!(registry.view()[0].unanswered, 0);
+    assert!(pool.typical_call().is_some(), "the answered call was timed");
+    for _ in 0..UNANSWERED_LIMIT {
+        pool.acquire(soon, &[], 1).await.unwrap().sent();
+    }
+    assert_eq!(registry.view()[0].unanswered, UNANSWERED_LIMIT);
+    assert_eq!(
+        pool.acquire(soon, &[], 1).await.unwrap_err(),
+        NoSlot::NoInstance
+    );
+    assert!(!registry.serves("m"));
+    // Refused is not hung: down, and the count stays.
+    assert!(registry.heartbeat("a", false));
+    let mut refused = pool.acquire(soon, &[], 1).await.unwrap();
+    refused.sent();
+    refused.refused();
+    drop(refused);
+    assert_eq!(registry.view()[0].unanswered, 0);
+    assert!(registry.view()[0].down);
+    assert!(registry.heartbeat("a", false));
+    assert!(registry.serves("m"));
+}
+
+/// A pool of a GPU and a small CPU instance (kairos.txt Fig. 5): a large batch is
+/// matched to the GPU even while the CPU is free, a small one takes the CPU.
+#[tokio::test]
+async fn mixed_pools_match_batches_to_the_type_that_meets_the_deadline() {
+    let catalog = Arc::new(Catalog::embedded().unwrap());
+    let speed = Arc::new(Speed {
+        // resnet-like: 10 µs fixed, 190 µs per item on one host core.
+        latency: BatchLatency {
+            fixed_us: 10.0,
+            per_item_us: 190.0,
+        },
+        catalog,
+    });
+    let registry = Registry::with_speeds(HashMap::from([("m".to_owned(), speed)]));
+    registry.register(&Registration {
+        instance_type: Some("r5n.large".into()),
+        ..registration("cpu", 1)
+    });
+    registry.register(&Registration {
+        instance_type: Some("g4dn.xlarge".into()),
+        ..registration("gpu", 1)
+    });
+    let pool = registry.pool("m").unwrap();
+    assert!(pool.mixed(&[]));
+    pool.record_batch(1);
+    pool.record_batch(128);
+    // 128 items: ~14 ms on r5n.large, ~2 ms on the GPU; a 5 ms deadline.
+    let within = |ms: u64| Instant::now() + Duration::from_millis(ms);
+    let large = pool.acquire(within(5), &[], 128).await.unwrap();
+    assert_eq!(large.instance.id, "gpu");
+    drop(large);
+    let small = pool.acquire(within(50), &[], 1).await.unwrap();
+    assert_eq!(
+        small.instance.id, "cpu",
+        "1 item: 0.1 ms on the CPU, 1 ms on the GPU"
+    );
+    // With the GPU taken, the large batch waits for it rather than take the CPU.
+    let _held = pool.acquire(within(5), &[], 128).await.unwrap();
+    drop(small);
+    let waited = pool.acquire(within(5), &[], 128).await;
+    assert_eq!(waited.unwrap_err(), NoSlot::Timeout);
+    assert!(!Registry::default().pool("m").is_some_and(|p| p.mixed(&[])));
+}

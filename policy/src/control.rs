@@ -1,0 +1,741 @@
+//! The resource controller's control loop as a pure state machine: the live controller
+//! (an actor task in the master) and the simulator both call [`Control::step`] with what
+//! they measured and carry out the decisions it returns, so a live and a simulated run
+//! make the same decisions from the same measurements by construction.
+//!
+//! One step handles the spot interruptions reported since the last one, then the periodic
+//! task that is due, if any: the reactive SLO check (every `reactive_interval_s`) before
+//! the predictive interval (every `interval_s`) when both fall due together. The caller
+//! measures again and calls `step` again while [`Control::due`] says more is due, so the
+//! second task sees what the first launched.
+//!
+//! Counters in the measurements are cumulative (requests answered, member calls and
+//! deadline misses per pool); the loop keeps its own baselines and windows.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::autoscale::{self, Action, AutoscaleConfig, Decision, InstanceState, Offer, PoolState};
+use crate::predict::Predictor;
+
+/// How pools are sized every interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Cocktail's Algorithm 2: the predicted load at T + Tp, weighted by each pool's
+    /// share of requests, covered at the least cost; plus the reactive SLO check.
+    #[default]
+    Cocktail,
+    /// MArk's Algorithm 1: greedy least cost per request over the forecast; plus the SLO
+    /// check.
+    Mark,
+    /// The load of the interval that just ended, covered at the least cost; plus the SLO
+    /// check (no prediction).
+    Reactive,
+    /// SageMaker's target tracking: capacity for twice the load just seen (mark.txt
+    /// §5.1), and no SLO check.
+    #[value(name = "target-2x")]
+    #[serde(rename = "target-2x")]
+    TargetTracking,
+}
+
+impl Policy {
+    pub const ALL: [Self; 4] = [
+        Self::Cocktail,
+        Self::Mark,
+        Self::Reactive,
+        Self::TargetTracking,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cocktail => "cocktail",
+            Self::Mark => "mark",
+            Self::Reactive => "reactive",
+            Self::TargetTracking => "target-2x",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlConfig {
+    /// Ts: how often the predictive autoscaler runs (Cocktail: 1 minute).
+    pub interval_s: f64,
+    /// How often SLO violations are checked (Cocktail: 10 s).
+    pub reactive_interval_s: f64,
+    /// Tp: how far ahead the load is predicted (Cocktail: 10 minutes).
+    pub horizon_s: f64,
+    /// The importance-sampling window (Cocktail: 5 minutes).
+    pub importance_window_s: f64,
+    /// How long a launch takes to serve (MArk's launch overhead).
+    pub launch_s: f64,
+    pub policy: Policy,
+    /// Off: another optimiser (Ribbon, Kairos) sizes the pools; the loop still measures,
+    /// forecasts and reports each pool's demand, and replaces interrupted instances.
+    pub sizes_pools: bool,
+    /// Size pools by their share of requests (Algorithm 2); off: every pool as if it
+    /// received every request (Fig. 12a's comparison).
+    pub importance_weights: bool,
+    pub autoscale: AutoscaleConfig,
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        Self {
+            interval_s: 60.0,
+            reactive_interval_s: 10.0,
+            horizon_s: 600.0,
+            importance_window_s: 300.0,
+            launch_s: 60.0,
+            policy: Policy::Cocktail,
+            sizes_pools: true,
+            importance_weights: true,
+            autoscale: AutoscaleConfig::default(),
+        }
+    }
+}
+
+impl ControlConfig {
+    /// Intervals the forecast looks ahead (at least one).
+    pub fn horizon_steps(&self) -> usize {
+        ((self.horizon_s / self.interval_s.max(1e-3)).round() as usize).max(1)
+    }
+
+    /// Intervals in the importance window (at least one).
+    pub fn window_len(&self) -> usize {
+        ((self.importance_window_s / self.interval_s.max(1e-3)).round() as usize).max(1)
+    }
+
+    /// Intervals in a day: the season of a seasonal predictor.
+    pub fn steps_per_day(&self) -> usize {
+        ((86_400.0 / self.interval_s.max(1e-3)).round() as usize).max(1)
+    }
+}
+
+/// What the controller measured of one model's pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolMeasure {
+    pub model: String,
+    /// The model's single-request latency (profile).
+    pub latency_ms: f64,
+    /// Member calls to the pool and those that missed their deadline, since the start.
+    pub calls: u64,
+    pub misses: u64,
+    /// The miss share over the pool's last M calls, when SLOs are tracked per request
+    /// (MArk §4.4) rather than per reactive interval.
+    pub recent_miss_share: Option<f64>,
+    /// Running and provisioning instances (not stopped ones, not standbys).
+    pub instances: Vec<InstanceState>,
+    /// Some instance is still provisioning: the pool is not asked for more help.
+    pub booting: bool,
+    /// Some ensemble uses the model (or it is managed regardless). Pools out of use get
+    /// no minimum and their idle instances go.
+    pub in_use: bool,
+    /// What each allowed instance type costs the pool now.
+    pub offers: Vec<Offer>,
+}
+
+impl PoolMeasure {
+    /// Requests per second its instances (provisioning ones included) serve.
+    pub fn capacity(&self, config: &AutoscaleConfig) -> f64 {
+        self.instances
+            .iter()
+            .map(|i| autoscale::capacity(i.packing_factor, self.latency_ms, config))
+            .sum()
+    }
+}
+
+/// A spot interruption notice for one instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interruption {
+    pub id: String,
+    pub pool: String,
+    pub instance_type: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measurements {
+    /// Requests answered since the start.
+    pub requests: u64,
+    pub pools: Vec<PoolMeasure>,
+    /// Spot interruptions reported since the last step.
+    pub interruptions: Vec<Interruption>,
+}
+
+/// Which part of the loop made a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    Interruption,
+    Reactive,
+    Predictive,
+}
+
+impl Trigger {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Interruption => "interruption",
+            Self::Reactive => "reactive",
+            Self::Predictive => "predictive",
+        }
+    }
+}
+
+/// One pool as the last predictive interval saw it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PoolPlan {
+    pub model: String,
+    pub weight: f64,
+    /// Requests per second the pool must serve at T + Tp, and what it serves now.
+    pub demand: f64,
+    pub capacity: f64,
+    pub instances: usize,
+    /// Member calls in the importance window.
+    pub requests: u64,
+}
+
+/// What a predictive interval measured and forecast.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IntervalReport {
+    /// Requests per second over the interval that ended, and the forecast at T + Tp.
+    pub rate: f64,
+    pub predicted: f64,
+    /// Requests answered in the interval, and in the importance window.
+    pub requests: u64,
+    pub window_requests: u64,
+    pub pools: Vec<PoolPlan>,
+}
+
+/// What one step decided.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Step {
+    pub decisions: Vec<(Trigger, Decision)>,
+    /// Set when the step closed a predictive interval.
+    pub interval: Option<IntervalReport>,
+}
+
+/// Counters at the start of a window, per pool: (calls, misses).
+type Baseline = HashMap<String, (u64, u64)>;
+
+/// The control loop's state: its timers, counter baselines, the importance window and the
+/// load predictor.
+#[derive(Debug)]
+pub struct Control {
+    config: ControlConfig,
+    predictor: Box<dyn Predictor>,
+    next_reactive: f64,
+    next_predictive: f64,
+    requests_at_interval: u64,
+    calls_at_interval: Baseline,
+    at_reactive: Baseline,
+    /// Per closed interval in the importance window: requests answered, calls per pool.
+    window: VecDeque<(u64, HashMap<String, u64>)>,
+    last: Option<IntervalReport>,
+}
+
+impl Control {
+    /// A loop started at `now`: the first reactive check and predictive interval come
+    /// one period later.
+    pub fn new(config: ControlConfig, predictor: Box<dyn Predictor>, now: f64) -> Self {
+        Self {
+            next_reactive: now + config.reactive_interval_s,
+            next_predictive: now + config.interval_s,
+            config,
+            predictor,
+            requests_at_interval: 0,
+            calls_at_interval: Baseline::new(),
+            at_reactive: Baseline::new(),
+            window: VecDeque::new(),
+            last: None,
+        }
+    }
+
+    pub fn config(&self) -> &ControlConfig {
+        &self.config
+    }
+
+    /// When the next periodic task falls due.
+    pub fn next_due(&self) -> f64 {
+        if self.reactive_enabled() {
+            self.next_reactive.min(self.next_predictive)
+        } else {
+            self.next_predictive
+        }
+    }
+
+    /// Whether a periodic task is due at `now`.
+    pub fn due(&self, now: f64) -> bool {
+        self.next_due() <= now
+    }
+
+    /// The last predictive interval's report.
+    pub fn last_interval(&self) -> Option<&IntervalReport> {
+        self.last.as_ref()
+    }
+
+    /// Every pool at its minimum before any load is seen (a cold start).
+    pub fn warm_start(&self, measurements: &Measurements) -> Vec<Decision> {
+        if !self.config.sizes_pools {
+            return Vec::new();
+        }
+        let (states, offers) = self.states(&in_use(measurements), |_| 0, |_| 0.0);
+        autoscale::plan(
+            0.0,
+            0,
+            &states,
+            &|p| offers_of(&offers, p),
+            &self.config.autoscale,
+        )
+    }
+
+    /// The decisions for `now`: replacements for the interruptions in `measurements`, then
+    /// the periodic task that is due, if any.
+    pub fn step(&mut self, measurements: &Measurements, now: f64) -> Step {
+        let mut step = Step::default();
+        for notice in &measurements.interruptions {
+            if let Some(decision) = replacement(notice, measurements) {
+                step.decisions.push((Trigger::Interruption, decision));
+            }
+        }
+        if self.reactive_enabled() && self.next_reactive <= now.min(self.next_predictive) {
+            self.next_reactive += self.config.reactive_interval_s;
+            let reactive = self.reactive(measurements);
+            step.decisions
+                .extend(reactive.into_iter().map(|d| (Trigger::Reactive, d)));
+        } else if self.next_predictive <= now {
+            self.next_predictive += self.config.interval_s;
+            let (report, decisions) = self.predictive(measurements);
+            step.decisions
+                .extend(decisions.into_iter().map(|d| (Trigger::Predictive, d)));
+            self.last = Some(report.clone());
+            step.interval = Some(report);
+        }
+        step
+    }
+
+    fn reactive_enabled(&self) -> bool {
+        self.config.sizes_pools && self.config.policy != Policy::TargetTracking
+    }
+
+    /// One more instance for pools missing deadlines (Cocktail: over the last check;
+    /// MArk: over each model's last M calls). A pool still provisioning help is not
+    /// asked again.
+    fn reactive(&mut self, measurements: &Measurements) -> Vec<Decision> {
+        let previous = std::mem::take(&mut self.at_reactive);
+        for pool in &measurements.pools {
+            self.at_reactive
+                .insert(pool.model.clone(), (pool.calls, pool.misses));
+        }
+        let share = |pool: &PoolMeasure| {
+            if pool.booting {
+                return 0.0;
+            }
+            pool.recent_miss_share.unwrap_or_else(|| {
+                let (calls, misses) = previous.get(&pool.model).copied().unwrap_or_default();
+                let calls = pool.calls.saturating_sub(calls);
+                let misses = pool.misses.saturating_sub(misses);
+                if calls == 0 {
+                    0.0
+                } else {
+                    misses as f64 / calls as f64
+                }
+            })
+        };
+        let (states, offers) = self.states(&in_use(measurements), |_| 0, share);
+        autoscale::react(&states, &|p| offers_of(&offers, p), &self.config.autoscale)
+    }
+
+    /// One predictive interval: observe the load, forecast it, size the pools in use and
+    /// let idle pools out of use go.
+    fn predictive(&mut self, measurements: &Measurements) -> (IntervalReport, Vec<Decision>) {
+        let interval_s = self.config.interval_s.max(1e-3);
+        let served = measurements
+            .requests
+            .saturating_sub(self.requests_at_interval);
+        self.requests_at_interval = measurements.requests;
+        let mut calls = HashMap::new();
+        for pool in &measurements.pools {
+            let before = self
+                .calls_at_interval
+                .insert(pool.model.clone(), (pool.calls, 0))
+                .map_or(0, |(c, _)| c);
+            calls.insert(pool.model.clone(), pool.calls.saturating_sub(before));
+        }
+        self.window.push_back((served, calls));
+        while self.window.len() > self.config.window_len() {
+            self.window.pop_front();
+        }
+        let total: u64 = self.window.iter().map(|(served, _)| served).sum();
+        let window_calls = |model: &str| -> u64 {
+            self.window
+                .iter()
+                .map(|(_, calls)| calls.get(model).copied().unwrap_or(0))
+                .sum()
+        };
+        let rate = served as f64 / interval_s;
+        self.predictor.observe(rate);
+        let steps = self.config.horizon_steps();
+        let predicted = self.predictor.forecast(steps);
+
+        let weighted = self.config.importance_weights;
+        let (states, offers) = self.states(
+            &in_use(measurements),
+            |p| {
+                if weighted {
+                    window_calls(&p.model)
+                } else {
+                    total
+                }
+            },
+            |_| 0.0,
+        );
+        let offers = |p: &PoolState| offers_of(&offers, p);
+        let config = &self.config.autoscale;
+        let mut decisions = if !self.config.sizes_pools {
+            Vec::new()
+        } else {
+            match self.config.policy {
+                Policy::Cocktail => autoscale::plan(predicted, total, &states, &offers, config),
+                Policy::Mark => {
+                    let forecast: Vec<f64> =
+                        (1..=steps).map(|k| self.predictor.forecast(k)).collect();
+                    autoscale::mark(
+                        &forecast,
+                        total,
+                        &states,
+                        &offers,
+                        config,
+                        interval_s,
+                        self.config.launch_s,
+                    )
+                }
+                Policy::Reactive => autoscale::plan(rate, total, &states, &offers, config),
+                Policy::TargetTracking => {
+                    autoscale::plan(2.0 * rate, total, &states, &offers, config)
+                }
+            }
+        };
+        if self.config.sizes_pools {
+            decisions.extend(retire_idle(measurements, config));
+        }
+        let pools = states
+            .iter()
+            .map(|p| {
+                let weight = p.weight(total);
+                PoolPlan {
+                    model: p.model.clone(),
+                    weight,
+                    demand: predicted * weight,
+                    capacity: p.capacity(config),
+                    instances: p.instances.len(),
+                    requests: p.requests,
+                }
+            })
+            .collect();
+        let report = IntervalReport {
+            rate,
+            predicted,
+            requests: served,
+            window_requests: total,
+            pools,
+        };
+        (report, decisions)
+    }
+
+    /// The pools as the autoscaler sees them, and each pool's offers.
+    fn states(
+        &self,
+        measurements: &Measurements,
+        requests: impl Fn(&PoolMeasure) -> u64,
+        slo: impl Fn(&PoolMeasure) -> f64,
+    ) -> (Vec<PoolState>, HashMap<String, Vec<Offer>>) {
+        let states = measurements
+            .pools
+            .iter()
+            .map(|p| PoolState {
+                model: p.model.clone(),
+                latency_ms: p.latency_ms,
+                requests: requests(p),
+                instances: p.instances.clone(),
+                slo_violations: slo(p),
+            })
+            .collect();
+        let offers = measurements
+            .pools
+            .iter()
+            .map(|p| (p.model.clone(), p.offers.clone()))
+            .collect();
+        (states, offers)
+    }
+}
+
+/// The pools some ensemble uses.
+fn in_use(measurements: &Measurements) -> Measurements {
+    Measurements {
+        pools: measurements
+            .pools
+            .iter()
+            .filter(|p| p.in_use)
+            .cloned()
+            .collect(),
+        ..Measurements::default()
+    }
+}
+
+fn offers_of(offers: &HashMap<String, Vec<Offer>>, pool: &PoolState) -> Vec<Offer> {
+    offers.get(&pool.model).cloned().unwrap_or_default()
+}
+
+/// Pools no ensemble uses any more give up their instances once idle.
+fn retire_idle(measurements: &Measurements, config: &AutoscaleConfig) -> Vec<Decision> {
+    measurements
+        .pools
+        .iter()
+        .filter(|p| !p.in_use)
+        .flat_map(|pool| {
+            pool.instances
+                .iter()
+                .filter(|i| i.idle_s >= config.idle_timeout_s)
+                .map(|i| Decision {
+                    pool: pool.model.clone(),
+                    action: Action::Terminate { id: i.id.clone() },
+                    weight: 0.0,
+                    demand: 0.0,
+                    capacity: 0.0,
+                    reason: "no ensemble uses the model".into(),
+                })
+        })
+        .collect()
+}
+
+/// An interrupted instance's replacement (mark.txt §4.5): on-demand, on the cheapest
+/// burstable type the pool may use (a transient stand-in until the next interval sizes
+/// the pool), else on the interrupted instance's own type, else the cheapest on-demand
+/// cover.
+fn replacement(notice: &Interruption, measurements: &Measurements) -> Option<Decision> {
+    let pool = measurements.pools.iter().find(|p| p.model == notice.pool)?;
+    let usable = pool.offers.iter().filter(|o| o.packing_factor > 0);
+    let offer = usable
+        .clone()
+        .filter(|o| o.burstable && !o.gpu)
+        .min_by(|a, b| a.on_demand_per_hour.total_cmp(&b.on_demand_per_hour))
+        .or_else(|| {
+            usable
+                .clone()
+                .find(|o| o.instance_type == notice.instance_type)
+        })
+        .or_else(|| {
+            usable
+                .filter(|o| !o.gpu)
+                .min_by(|a, b| a.on_demand_per_hour.total_cmp(&b.on_demand_per_hour))
+        })?;
+    Some(Decision {
+        pool: notice.pool.clone(),
+        action: Action::Launch {
+            instance_type: offer.instance_type.clone(),
+            count: 1,
+            spot: false,
+            price_per_hour: offer.on_demand_per_hour,
+        },
+        weight: 0.0,
+        demand: 0.0,
+        capacity: 0.0,
+        reason: format!(
+            "replaces {} after a spot interruption: {}",
+            notice.id, notice.reason
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predict::Ewma;
+
+    fn offer(name: &str, pf: u32, price: f64, burstable: bool) -> Offer {
+        Offer {
+            instance_type: name.into(),
+            packing_factor: pf,
+            price_per_hour: price * 0.3,
+            on_demand_per_hour: price,
+            spot: true,
+            gpu: false,
+            burstable,
+        }
+    }
+
+    fn pool(model: &str, calls: u64, misses: u64, instances: usize) -> PoolMeasure {
+        PoolMeasure {
+            model: model.into(),
+            latency_ms: 10.0,
+            calls,
+            misses,
+            recent_miss_share: None,
+            instances: (0..instances)
+                .map(|k| InstanceState {
+                    id: format!("{model}-{k}"),
+                    instance_type: "c5.large".into(),
+                    spot: true,
+                    packing_factor: 2,
+                    idle_s: 0.0,
+                    price_per_hour: 0.03,
+                })
+                .collect(),
+            booting: false,
+            in_use: true,
+            offers: vec![
+                offer("c5.large", 2, 0.085, false),
+                offer("t3.medium", 1, 0.04, true),
+            ],
+        }
+    }
+
+    fn control(policy: Policy) -> Control {
+        let config = ControlConfig {
+            policy,
+            ..ControlConfig::default()
+        };
+        Control::new(config, Box::new(Ewma::new(0.5)), 0.0)
+    }
+
+    fn launches(step: &Step, trigger: Trigger) -> u32 {
+        step.decisions
+            .iter()
+            .filter(|(t, _)| *t == trigger)
+            .map(|(_, d)| match d.action {
+                Action::Launch { count, .. } => count,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn reactive_check_comes_first_and_counts_only_its_own_interval() {
+        let mut control = control(Policy::Cocktail);
+        assert_eq!(control.next_due(), 10.0);
+        assert!(!control.due(9.9));
+        // 20 % of the first 10 s missed: one more instance.
+        let m = Measurements {
+            requests: 100,
+            pools: vec![pool("a", 100, 20, 1)],
+            ..Measurements::default()
+        };
+        let step = control.step(&m, 10.0);
+        assert_eq!(launches(&step, Trigger::Reactive), 1);
+        assert!(step.interval.is_none());
+        // No new misses in the next 10 s: nothing, although the total share is still 10 %.
+        let m = Measurements {
+            requests: 200,
+            pools: vec![pool("a", 200, 20, 2)],
+            ..Measurements::default()
+        };
+        assert!(control.step(&m, 20.0).decisions.is_empty());
+        // A booting pool is not asked again.
+        let mut booting = pool("a", 300, 120, 2);
+        booting.booting = true;
+        let m = Measurements {
+            requests: 300,
+            pools: vec![booting],
+            ..Measurements::default()
+        };
+        assert!(control.step(&m, 30.0).decisions.is_empty());
+    }
+
+    #[test]
+    fn at_a_shared_tick_the_reactive_check_runs_then_the_interval() {
+        let mut control = control(Policy::Cocktail);
+        for t in [10.0, 20.0, 30.0, 40.0, 50.0] {
+            control.step(&Measurements::default(), t);
+        }
+        let m = Measurements {
+            requests: 60_000,
+            pools: vec![pool("a", 60_000, 0, 1)],
+            ..Measurements::default()
+        };
+        let first = control.step(&m, 60.0);
+        assert!(first.interval.is_none());
+        assert!(control.due(60.0));
+        let second = control.step(&m, 60.0);
+        let report = second.interval.as_ref().expect("the interval closes");
+        assert_eq!(report.requests, 60_000);
+        assert!((report.rate - 1000.0).abs() < 1e-9);
+        assert_eq!(report.pools[0].weight, 1.0);
+        // 1,000 req/s of a 10 ms model: one c5.large (Pf 2) serves 190.
+        assert!(launches(&second, Trigger::Predictive) > 0);
+        assert!(!control.due(60.0));
+        assert_eq!(control.next_due(), 70.0);
+    }
+
+    #[test]
+    fn target_tracking_buys_twice_the_load_and_never_reacts() {
+        let mut reactive = control(Policy::Reactive);
+        let mut tracking = control(Policy::TargetTracking);
+        assert_eq!(tracking.next_due(), 60.0);
+        let m = Measurements {
+            requests: 6000,
+            pools: vec![pool("a", 6000, 3000, 0)],
+            ..Measurements::default()
+        };
+        let mut r = Step::default();
+        while reactive.due(60.0) {
+            r = reactive.step(&m, 60.0);
+        }
+        let t = tracking.step(&m, 60.0);
+        let (r, t) = (
+            launches(&r, Trigger::Predictive),
+            launches(&t, Trigger::Predictive),
+        );
+        assert!(t >= 2 * r - 1 && t <= 2 * r + 1, "{t} vs {r}");
+    }
+
+    #[test]
+    fn interruptions_are_replaced_on_demand_by_the_cheapest_burstable_type() {
+        let mut control = control(Policy::Cocktail);
+        let m = Measurements {
+            pools: vec![pool("a", 0, 0, 2)],
+            interruptions: vec![Interruption {
+                id: "a-0".into(),
+                pool: "a".into(),
+                instance_type: "c5.large".into(),
+                reason: "price above the bid".into(),
+            }],
+            ..Measurements::default()
+        };
+        let step = control.step(&m, 1.0);
+        let [(Trigger::Interruption, decision)] = step.decisions.as_slice() else {
+            panic!("{:?}", step.decisions);
+        };
+        assert_eq!(
+            decision.action,
+            Action::Launch {
+                instance_type: "t3.medium".into(),
+                count: 1,
+                spot: false,
+                price_per_hour: 0.04
+            }
+        );
+    }
+
+    #[test]
+    fn pools_out_of_use_get_no_minimum_and_their_idle_instances_go() {
+        let mut control = control(Policy::Cocktail);
+        let mut unused = pool("b", 0, 0, 2);
+        unused.in_use = false;
+        unused.instances[0].idle_s = 601.0;
+        let mut empty = pool("c", 0, 0, 0);
+        empty.in_use = false;
+        let m = Measurements {
+            pools: vec![unused, empty],
+            ..Measurements::default()
+        };
+        assert!(control.warm_start(&m).is_empty());
+        let mut step = Step::default();
+        while control.due(60.0) {
+            step = control.step(&m, 60.0);
+        }
+        let actions: Vec<&Action> = step.decisions.iter().map(|(_, d)| &d.action).collect();
+        assert_eq!(actions, [&Action::Terminate { id: "b-0".into() }]);
+    }
+}
