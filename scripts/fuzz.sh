@@ -29,6 +29,8 @@ fi
 export PATH="$DEPS/cargo-fuzz/bin:$PATH"
 export RUSTC_BOOTSTRAP=1
 unset CARGO_TARGET_DIR # fuzz/target, git-ignored
+# Fuzz builds are cold or nearly so; incremental state would only take disk.
+export CARGO_INCREMENTAL=0
 cd "$ROOT"
 
 log "cargo fmt --check (fuzz/)"
@@ -38,6 +40,7 @@ targets=("$@")
 [ ${#targets[@]} -eq 0 ] && mapfile -t targets < <(cargo fuzz list)
 log "cargo fuzz build (${targets[*]})"
 cargo fuzz build "${FUZZ_FLAGS[@]}"
+df -h "$ROOT" | tail -n 1 >&2
 
 if [ -n "${FUZZ_WORK:-}" ]; then
   work="$FUZZ_WORK"

@@ -32,5 +32,7 @@ if command -v docker >/dev/null; then
 fi
 log "cargo test"
 cargo test --workspace --features cocktail-tests/ec2 --locked
+# Disk left for the fuzz build (a full disk once killed its linker).
+df -h "$ROOT" | tail -n 1 >&2
 # Every parser of untrusted bytes, fuzzed for 30 s per target from the committed corpora.
 FUZZ_DEV=1 "$ROOT/scripts/fuzz.sh" 30
