@@ -1,6 +1,7 @@
 //! The evaluation: benchmarks, the load generator, the trace-driven simulator, and the
 //! reports and plots that compare the schemes (issue 6).
 
+pub mod autoscaling;
 pub mod hetero;
 pub mod loadgen;
 pub mod plots;

@@ -9,9 +9,9 @@ use cocktail_common::Zoo;
 use cocktail_policy::predict::{self, Statistical};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::sim::{self, Autoscaler, Failure, Scheme, SimConfig, SimResult, World};
+use crate::sim::{self, Failure, Scheme, SimConfig, SimResult, World};
 use crate::workload::Mix;
-use crate::{hetero, plots, report, traces};
+use crate::{autoscaling, hetero, plots, report, traces};
 
 /// The paper's setting (cocktail.txt §5.2): one hour at 50 req/s.
 const HOUR: usize = 3600;
@@ -21,6 +21,8 @@ const PAPER_RATE: f64 = 50.0;
 const SCALE: f64 = 100.0;
 const SCALED_RATE: f64 = 1000.0;
 const SCALED_DURATION: usize = 1800;
+/// Simulated hours per trace of the autoscaling study.
+const AUTOSCALING_HOURS: f64 = 6.0;
 const SEED: u64 = 1;
 
 struct Runner {
@@ -79,7 +81,7 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
     let twitter = trace("twitter", HOUR, PAPER_RATE)?;
     let bursty = trace("twitter", SCALED_DURATION, SCALED_RATE)?;
 
-    let runs = 4 * 5 + 4 + 2 + 2;
+    let runs = 4 * 5 + 2 + 2 + autoscaling::runs();
     let bar = ProgressBar::new(runs).with_style(
         ProgressStyle::with_template("{msg:>32} [{bar:40}] {pos}/{len} runs ({elapsed})")?
             .progress_chars("=> "),
@@ -92,14 +94,17 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
     let text = runner.schemes(&sentiment, Mix::Strict, &wiki, "sentiment strict");
     let big = runner.schemes(&scaled, Mix::Strict, &bursty, "100x models");
 
-    let autoscalers: Vec<SimResult> = Autoscaler::ALL
-        .iter()
-        .map(|&a| {
-            let mut c = SimConfig::new(Scheme::Cocktail, Mix::Strict, bursty.clone(), SEED);
-            c.autoscaler = a;
-            runner.run(&scaled, &c, &format!("autoscaler {}", a.name()))
-        })
-        .collect();
+    let autoscaling = autoscaling::run(
+        &scaled,
+        autoscaling::Study {
+            hours: AUTOSCALING_HOURS,
+            rate: SCALED_RATE,
+            seed: SEED,
+        },
+        &plots_dir,
+        &data_dir,
+        &runner.bar,
+    )?;
     let weighted = by_scheme(&big, "Cocktail")
         .cloned()
         .context("Cocktail run")?;
@@ -123,13 +128,12 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
     runner.bar.finish_and_clear();
 
     // Data files.
-    let sets: [(&str, &[SimResult]); 7] = [
+    let sets: [(&str, &[SimResult]); 6] = [
         ("wiki_strict", &strict),
         ("wiki_relaxed", &relaxed),
         ("twitter_strict", &strict_twitter),
         ("sentiment_strict", &text),
         ("scaled_twitter_strict", &big),
-        ("autoscalers", &autoscalers),
         ("failures", &failures),
     ];
     for (name, results) in sets {
@@ -273,7 +277,7 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
         twitter: &strict_twitter,
         text: &text,
         big: &big,
-        autoscalers: &autoscalers,
+        autoscaling: &autoscaling,
         weighted: &weighted,
         unweighted: &unweighted,
         failures: &failures,
@@ -362,7 +366,7 @@ fn predictor_rmse() -> Vec<(String, Vec<f64>)> {
                 .map(|trace| {
                     let rates = traces::generate(trace, 7 * period, PAPER_RATE, 60.0, SEED)
                         .unwrap_or_default();
-                    predict::rmse(kind.build(period).as_mut(), &rates, 10)
+                    predict::rmse(kind.build(period, 10).as_mut(), &rates, 10)
                 })
                 .collect();
             (kind.to_string(), values)
@@ -376,7 +380,7 @@ struct PageInputs<'a> {
     twitter: &'a [SimResult],
     text: &'a [SimResult],
     big: &'a [SimResult],
-    autoscalers: &'a [SimResult],
+    autoscaling: &'a str,
     weighted: &'a SimResult,
     unweighted: &'a SimResult,
     failures: &'a [SimResult],
@@ -482,12 +486,11 @@ fn page(p: &PageInputs<'_>) -> String {
     );
     let _ = writeln!(
         s,
-        "## Autoscaling: MArk, Cocktail, reactive and target tracking (mark.txt §5.1)\n\n\
-         The Cocktail scheme (same selection and voting) with each autoscaler, 100x models, bursty trace. \
-         `target-2x` is SageMaker's target tracking with capacity for twice the load just seen.\n\n{}\n\
-         Importance weights (Fig. 12a): with weights the pools averaged {:.1} instances (max {}) for ${:.4}; \
-         without, {:.1} (max {}) for ${:.4}.\n\n![VMs per pool](plots/vms.png)\n",
-        report::markdown(p.autoscalers),
+        "{}\n### Importance weights (Fig. 12a)\n\nThe 100x models on the bursty trace for {} minutes: with \
+         weights the pools averaged {:.1} instances (max {}) for ${:.4}; without, {:.1} (max {}) for ${:.4}.\n\n\
+         ![VMs per pool](plots/vms.png)\n",
+        p.autoscaling,
+        SCALED_DURATION / 60,
         p.weighted.vms_mean,
         p.weighted.vms_max,
         p.weighted.cost,

@@ -1,12 +1,12 @@
 //! Request-rate traces, one rate per interval, seeded and scaled to a mean rate: a
 //! diurnal Wikipedia-like one, a bursty Twitter-like one, a Markov-modulated Poisson
-//! process and plain Poisson. The load generator and the simulator (issue 6) replay them;
+//! process, plain Poisson, and a strong daily cycle with bursts that last minutes. The load generator and the simulator (issue 6) replay them;
 //! the predictor bench scores predictors on them.
 
 use cocktail_common::catalog::unit_random;
 
 /// The trace names [`generate`] knows.
-pub const NAMES: &[&str] = &["wiki", "twitter", "mmpp", "poisson"];
+pub const NAMES: &[&str] = &["wiki", "twitter", "mmpp", "poisson", "diurnal"];
 
 /// `len` rates with mean about `mean`, one per interval of `interval_s` seconds.
 pub fn generate(name: &str, len: usize, mean: f64, interval_s: f64, seed: u64) -> Option<Vec<f64>> {
@@ -62,6 +62,24 @@ pub fn generate(name: &str, len: usize, mean: f64, interval_s: f64, seed: u64) -
                 ((events + events.sqrt() * normal).max(0.0) / interval_s) / mean.max(1e-12)
             })
             .collect(),
+        // A day from its trough (×0.4 at the start, ×1.6 at noon), with bursts of half
+        // to one and a half times the base about every 20 minutes, each fading over a few
+        // minutes: long enough for an autoscaler to act on, unlike Twitter's seconds.
+        "diurnal" => {
+            let mut burst = 0.0;
+            let decay = (-interval_s / 180.0).exp();
+            (0..len)
+                .map(|t| {
+                    let phase = std::f64::consts::TAU * t as f64 / day;
+                    if uniform() < interval_s / 1200.0 {
+                        burst += 0.5 + uniform();
+                    }
+                    burst *= decay;
+                    let base = 1.0 - 0.6 * phase.cos();
+                    base * (1.0 + burst) * (1.0 + 0.05 * (2.0 * uniform() - 1.0))
+                })
+                .collect()
+        }
         _ => return None,
     };
     let average = rates.iter().sum::<f64>() / rates.len().max(1) as f64;

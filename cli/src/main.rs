@@ -114,7 +114,7 @@ mod tests {
         let defaults = sim(&[]).unwrap();
         assert_eq!(defaults.schemes, Scheme::ALL);
         assert_eq!(defaults.autoscaler, None);
-        assert_eq!(defaults.predictor, Statistical::Ewma);
+        assert_eq!(defaults.predictor, Statistical::Auto);
         assert_eq!(defaults.trace.mix, Mix::Strict);
         assert_eq!(defaults.trace.trace_format, FileFormat::Rates);
         let args = sim(&[

@@ -91,7 +91,7 @@ pub struct SimArgs {
     pub autoscaler: Option<Autoscaler>,
     /// The load predictor of the predictive autoscalers (the learned one needs the
     /// master's ONNX Runtime).
-    #[arg(long, value_enum, default_value_t = Statistical::Ewma)]
+    #[arg(long, value_enum, default_value_t = Statistical::Auto)]
     pub predictor: Statistical,
     /// Size every pool as if it got every request (no importance weights).
     #[arg(long)]

@@ -143,9 +143,22 @@ struct ResourceArgs {
     /// Provisioning policy.
     #[arg(long, env = "COCKTAIL_POLICY", value_enum, default_value_t = Policy::Cocktail)]
     policy: Policy,
-    /// Load predictor (`learned`: an MLP run by ONNX Runtime).
-    #[arg(long, env = "COCKTAIL_PREDICTOR", value_enum, default_value_t = PredictorKind::Ewma)]
+    /// Load predictor (`auto`: whichever statistical predictor has the least recent
+    /// error; `learned`: an MLP run by ONNX Runtime).
+    #[arg(long, env = "COCKTAIL_PREDICTOR", value_enum, default_value_t = PredictorKind::Auto)]
     predictor: PredictorKind,
+    /// The quantile of the forecast load the predictive policies plan for, in [0, 1]
+    /// (the forecast plus that quantile of its recent errors).
+    #[arg(long, env = "COCKTAIL_FORECAST_QUANTILE", default_value_t = 0.9)]
+    forecast_quantile: f64,
+    /// The share of a pool's capacity the plan uses, in (0, 1] (headroom for the load
+    /// within an interval; target tracking has its own).
+    #[arg(long, env = "COCKTAIL_TARGET_UTILISATION", default_value_t = 0.8)]
+    target_utilisation: f64,
+    /// The largest share of a pool one spot type may hold once it has more than one
+    /// instance, in (0, 1] (1: no limit).
+    #[arg(long, env = "COCKTAIL_SPOT_TYPE_SHARE", default_value_t = 0.5)]
+    spot_type_share: f64,
     /// Seconds an instance may stay idle before it is recycled.
     #[arg(long, env = "COCKTAIL_IDLE_TIMEOUT_S", default_value_t = 600.0)]
     idle_timeout_s: f64,
@@ -319,6 +332,14 @@ fn share(value: f64, flag: &str) -> anyhow::Result<f64> {
     Ok(value)
 }
 
+/// A flag that must be a share above 0, in (0, 1].
+fn positive_share(value: f64, flag: &str) -> anyhow::Result<f64> {
+    if !(value > 0.0 && value <= 1.0) {
+        anyhow::bail!("`--{flag}` must be in (0, 1]; given {value}");
+    }
+    Ok(value)
+}
+
 fn resources(
     args: ResourceArgs,
     zoo: Option<PathBuf>,
@@ -359,6 +380,7 @@ fn resources(
                 importance_window_s: seconds(args.importance_window_s, "importance-window-s")?
                     .as_secs_f64(),
                 launch_s: Duration::from_millis(args.provisioning_delay_ms.max(1)).as_secs_f64(),
+                forecast_quantile: share(args.forecast_quantile, "forecast-quantile")?,
                 policy: args.policy,
                 sizes_pools: true,
                 importance_weights: true,
@@ -367,6 +389,11 @@ fn resources(
                     idle_timeout_s: non_negative(args.idle_timeout_s, "idle-timeout-s")?,
                     min_instances: args.min_instances,
                     slo_threshold: share(args.slo_threshold, "slo-threshold")?,
+                    target_utilisation: positive_share(
+                        args.target_utilisation,
+                        "target-utilisation",
+                    )?,
+                    spot_type_share: positive_share(args.spot_type_share, "spot-type-share")?,
                 },
             },
             predictor: args.predictor,
@@ -709,12 +736,12 @@ mod tests {
         let defaults = parse(&[]).unwrap();
         assert_eq!(defaults.scheme, Scheme::Weighted);
         assert_eq!(defaults.resources.policy, Policy::Cocktail);
-        assert_eq!(defaults.resources.predictor, PredictorKind::Ewma);
+        assert_eq!(defaults.resources.predictor, PredictorKind::Auto);
         assert_eq!(defaults.resources.pool_mix, None);
         let error = parse(&["--predictor", "nope"]).unwrap_err();
         assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue);
         let text = error.to_string();
-        for name in ["mwa", "ewma", "linear", "holt-winters", "learned"] {
+        for name in ["mwa", "ewma", "linear", "holt-winters", "auto", "learned"] {
             assert!(text.contains(name), "{text}");
         }
         for (flag, value) in [
@@ -763,12 +790,16 @@ mod tests {
             non_negative(f64::INFINITY, "revocations-per-hour"),
             share(1.5, "slo-threshold"),
             share(f64::NAN, "slo-threshold"),
+            positive_share(0.0, "target-utilisation"),
+            positive_share(1.01, "spot-type-share"),
         ];
         for (error, flag) in errors.into_iter().zip([
             "overhead-ms",
             "revocations-per-hour",
             "slo-threshold",
             "slo-threshold",
+            "target-utilisation",
+            "spot-type-share",
         ]) {
             let error = error.unwrap_err().to_string();
             assert!(error.contains(&format!("`--{flag}`")), "{error}");

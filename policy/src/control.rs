@@ -16,35 +16,55 @@ use std::collections::{HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::autoscale::{self, Action, AutoscaleConfig, Decision, InstanceState, Offer, PoolState};
+use crate::autoscale::{
+    self, Action, AutoscaleConfig, Decision, InstanceState, Offer, PoolState, Target,
+};
+use crate::forecast::ForecastErrors;
 use crate::predict::Predictor;
+
+/// How far back target tracking looks before it scales in: CloudWatch's scale-in alarm
+/// of SageMaker's target tracking wants 15 one-minute datapoints below the target.
+pub const SCALE_IN_S: f64 = 900.0;
+
+/// Intervals of forecast errors the quantile is taken over (a day of one-minute
+/// intervals at most; fewer early on).
+const ERROR_WINDOW: usize = 1440;
 
 /// How pools are sized every interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Policy {
-    /// Cocktail's Algorithm 2: the predicted load at T + Tp, weighted by each pool's
-    /// share of requests, covered at the least cost; plus the reactive SLO check.
+    /// Cocktail's Algorithm 2: each pool's share of the load (its importance weight),
+    /// covered at the least cost. The load is a quantile of the forecast over the time
+    /// new instances take to serve, and capacity goes when the forecast over the
+    /// recycling timeout does not need it; plus the reactive SLO check.
     #[default]
     Cocktail,
-    /// MArk's Algorithm 1: greedy least cost per request over the forecast; plus the SLO
-    /// check.
+    /// MArk's Algorithm 1: greedy least cost per request over the forecast (the same
+    /// quantile); plus the SLO check.
     Mark,
-    /// The load of the interval that just ended, covered at the least cost; plus the SLO
-    /// check (no prediction).
+    /// The load of the interval that just ended, covered at the least cost; instances go
+    /// after the recycling timeout; plus the SLO check (no prediction).
     Reactive,
-    /// SageMaker's target tracking: capacity for twice the load just seen (mark.txt
-    /// §5.1), and no SLO check.
+    /// SageMaker's target tracking at its default 70 % utilisation: capacity for the
+    /// load just seen over 0.7, scaled in only below the highest load of the last 15
+    /// minutes; no SLO check. Out on a single datapoint, which is kinder than
+    /// CloudWatch's three.
+    #[value(name = "target-70")]
+    #[serde(rename = "target-70")]
+    TargetTracking70,
+    /// Target tracking with capacity for twice the load (mark.txt §5.1's variant).
     #[value(name = "target-2x")]
     #[serde(rename = "target-2x")]
     TargetTracking,
 }
 
 impl Policy {
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::Cocktail,
         Self::Mark,
         Self::Reactive,
+        Self::TargetTracking70,
         Self::TargetTracking,
     ];
 
@@ -53,7 +73,17 @@ impl Policy {
             Self::Cocktail => "cocktail",
             Self::Mark => "mark",
             Self::Reactive => "reactive",
+            Self::TargetTracking70 => "target-70",
             Self::TargetTracking => "target-2x",
+        }
+    }
+
+    /// The utilisation target tracking keeps; `None` for the other policies.
+    pub fn tracked_utilisation(self) -> Option<f64> {
+        match self {
+            Self::TargetTracking70 => Some(0.7),
+            Self::TargetTracking => Some(0.5),
+            Self::Cocktail | Self::Mark | Self::Reactive => None,
         }
     }
 }
@@ -70,6 +100,9 @@ pub struct ControlConfig {
     pub importance_window_s: f64,
     /// How long a launch takes to serve (MArk's launch overhead).
     pub launch_s: f64,
+    /// The quantile of the forecast load the predictive policies plan for (0.5: about
+    /// the forecast itself).
+    pub forecast_quantile: f64,
     pub policy: Policy,
     /// Off: another optimiser (Ribbon, Kairos) sizes the pools; the loop still measures,
     /// forecasts and reports each pool's demand, and replaces interrupted instances.
@@ -88,6 +121,7 @@ impl Default for ControlConfig {
             horizon_s: 600.0,
             importance_window_s: 300.0,
             launch_s: 60.0,
+            forecast_quantile: 0.9,
             policy: Policy::Cocktail,
             sizes_pools: true,
             importance_weights: true,
@@ -105,6 +139,26 @@ impl ControlConfig {
     /// Intervals in the importance window (at least one).
     pub fn window_len(&self) -> usize {
         ((self.importance_window_s / self.interval_s.max(1e-3)).round() as usize).max(1)
+    }
+
+    /// Intervals until what an interval launches serves and the next interval can
+    /// correct it: the lead the predictive policies buy for.
+    pub fn lead_steps(&self) -> usize {
+        (((self.launch_s + self.interval_s) / self.interval_s.max(1e-3)).ceil() as usize).max(1)
+    }
+
+    /// Intervals in the recycling timeout: how far ahead the forecast must not need an
+    /// instance before it goes.
+    pub fn release_steps(&self) -> usize {
+        ((self.autoscale.idle_timeout_s / self.interval_s.max(1e-3)).ceil() as usize).max(1)
+    }
+
+    /// The share of capacity the policy plans to use.
+    pub fn utilisation(&self) -> f64 {
+        self.policy
+            .tracked_utilisation()
+            .unwrap_or(self.autoscale.target_utilisation)
+            .clamp(0.05, 1.0)
     }
 
     /// Intervals in a day: the season of a seasonal predictor.
@@ -199,8 +253,10 @@ pub struct PoolPlan {
 /// What a predictive interval measured and forecast.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IntervalReport {
-    /// Requests per second over the interval that ended, and the forecast at T + Tp.
+    /// Requests per second over the interval that ended; the forecast for the end of the
+    /// lead (mean), and the planned quantile of the load over the lead.
     pub rate: f64,
+    pub forecast: f64,
     pub predicted: f64,
     /// Requests answered in the interval, and in the importance window.
     pub requests: u64,
@@ -232,6 +288,9 @@ pub struct Control {
     at_reactive: Baseline,
     /// Per closed interval in the importance window: requests answered, calls per pool.
     window: VecDeque<(u64, HashMap<String, u64>)>,
+    /// The rates of the last [`SCALE_IN_S`] (target tracking scales in below them).
+    recent: VecDeque<f64>,
+    errors: ForecastErrors,
     last: Option<IntervalReport>,
 }
 
@@ -242,18 +301,52 @@ impl Control {
         Self {
             next_reactive: now + config.reactive_interval_s,
             next_predictive: now + config.interval_s,
-            config,
             predictor,
             requests_at_interval: 0,
             calls_at_interval: Baseline::new(),
             at_reactive: Baseline::new(),
             window: VecDeque::new(),
+            recent: VecDeque::new(),
+            errors: ForecastErrors::new(
+                config
+                    .horizon_steps()
+                    .max(config.lead_steps())
+                    .max(config.release_steps()),
+                ERROR_WINDOW,
+            ),
             last: None,
+            config,
         }
     }
 
     pub fn config(&self) -> &ControlConfig {
         &self.config
+    }
+
+    /// Feeds the predictor and its error record the rates of intervals before the start
+    /// (one per interval, oldest first), as a controller that has been running would have
+    /// seen them: a seasonal predictor needs a season of history.
+    pub fn prime(&mut self, rates: &[f64]) {
+        for &rate in rates {
+            self.observe(rate);
+        }
+    }
+
+    /// One interval's rate into the error record, the predictor and the recent rates;
+    /// returns the forecast for leads `1..=H`.
+    fn observe(&mut self, rate: f64) -> Vec<f64> {
+        self.errors.observe(rate);
+        self.predictor.observe(rate);
+        self.recent.push_back(rate);
+        let interval_s = self.config.interval_s.max(1e-3);
+        while self.recent.len() as f64 * interval_s > SCALE_IN_S.max(interval_s) {
+            self.recent.pop_front();
+        }
+        let forecast: Vec<f64> = (1..=self.errors.horizon())
+            .map(|k| self.predictor.forecast(k))
+            .collect();
+        self.errors.record(forecast.clone());
+        forecast
     }
 
     /// When the next periodic task falls due.
@@ -282,7 +375,7 @@ impl Control {
         }
         let (states, offers) = self.states(&in_use(measurements), |_| 0, |_| 0.0);
         autoscale::plan(
-            0.0,
+            &Target::steady(0.0, self.config.autoscale.idle_timeout_s),
             0,
             &states,
             &|p| offers_of(&offers, p),
@@ -367,6 +460,8 @@ impl Control {
         while self.window.len() > self.config.window_len() {
             self.window.pop_front();
         }
+        let rate = served as f64 / interval_s;
+        let forecast = self.observe(rate);
         let total: u64 = self.window.iter().map(|(served, _)| served).sum();
         let window_calls = |model: &str| -> u64 {
             self.window
@@ -374,10 +469,32 @@ impl Control {
                 .map(|(_, calls)| calls.get(model).copied().unwrap_or(0))
                 .sum()
         };
-        let rate = served as f64 / interval_s;
-        self.predictor.observe(rate);
-        let steps = self.config.horizon_steps();
-        let predicted = self.predictor.forecast(steps);
+        let q = self.config.forecast_quantile;
+        let upper: Vec<f64> = forecast
+            .iter()
+            .enumerate()
+            .map(|(k, f)| self.errors.upper(k + 1, *f, q))
+            .collect();
+        let peak = |steps: usize| upper.iter().take(steps.max(1)).copied().fold(0.0, f64::max);
+        let lead = self.config.lead_steps();
+        let predicted = peak(lead);
+        let utilisation = self.config.utilisation();
+        let target = match self.config.policy {
+            Policy::Cocktail | Policy::Mark => Target {
+                buy: predicted / utilisation,
+                keep: peak(self.config.release_steps()) / utilisation,
+                release_idle_s: interval_s,
+            },
+            Policy::Reactive => Target::steady(
+                rate / utilisation,
+                self.config.autoscale.idle_timeout_s,
+            ),
+            Policy::TargetTracking70 | Policy::TargetTracking => Target {
+                buy: rate / utilisation,
+                keep: self.recent.iter().copied().fold(0.0, f64::max) / utilisation,
+                release_idle_s: interval_s,
+            },
+        };
 
         let weighted = self.config.importance_weights;
         let (states, offers) = self.states(
@@ -395,27 +512,24 @@ impl Control {
         let config = &self.config.autoscale;
         let mut decisions = if !self.config.sizes_pools {
             Vec::new()
+        } else if self.config.policy == Policy::Mark {
+            let planned: Vec<f64> = upper
+                .iter()
+                .take(self.config.horizon_steps())
+                .map(|u| u / utilisation)
+                .collect();
+            autoscale::mark(
+                &planned,
+                total,
+                &states,
+                &offers,
+                config,
+                interval_s,
+                self.config.launch_s,
+                target.release_idle_s,
+            )
         } else {
-            match self.config.policy {
-                Policy::Cocktail => autoscale::plan(predicted, total, &states, &offers, config),
-                Policy::Mark => {
-                    let forecast: Vec<f64> =
-                        (1..=steps).map(|k| self.predictor.forecast(k)).collect();
-                    autoscale::mark(
-                        &forecast,
-                        total,
-                        &states,
-                        &offers,
-                        config,
-                        interval_s,
-                        self.config.launch_s,
-                    )
-                }
-                Policy::Reactive => autoscale::plan(rate, total, &states, &offers, config),
-                Policy::TargetTracking => {
-                    autoscale::plan(2.0 * rate, total, &states, &offers, config)
-                }
-            }
+            autoscale::plan(&target, total, &states, &offers, config)
         };
         if self.config.sizes_pools {
             decisions.extend(retire_idle(measurements, config));
@@ -427,7 +541,7 @@ impl Control {
                 PoolPlan {
                     model: p.model.clone(),
                     weight,
-                    demand: predicted * weight,
+                    demand: target.buy * weight,
                     capacity: p.capacity(config),
                     instances: p.instances.len(),
                     requests: p.requests,
@@ -436,6 +550,7 @@ impl Control {
             .collect();
         let report = IntervalReport {
             rate,
+            forecast: forecast.get(lead - 1).copied().unwrap_or(0.0),
             predicted,
             requests: served,
             window_requests: total,
@@ -670,8 +785,23 @@ mod tests {
 
     #[test]
     fn target_tracking_buys_twice_the_load_and_never_reacts() {
-        let mut reactive = control(Policy::Reactive);
-        let mut tracking = control(Policy::TargetTracking);
+        // Reactive sized to use all its capacity, to compare with twice the load; one
+        // type may hold the whole pool.
+        let autoscale = AutoscaleConfig {
+            target_utilisation: 1.0,
+            spot_type_share: 1.0,
+            ..AutoscaleConfig::default()
+        };
+        let with = |policy| {
+            let config = ControlConfig {
+                policy,
+                autoscale,
+                ..ControlConfig::default()
+            };
+            Control::new(config, Box::new(Ewma::new(0.5)), 0.0)
+        };
+        let mut reactive = with(Policy::Reactive);
+        let mut tracking = with(Policy::TargetTracking);
         assert_eq!(tracking.next_due(), 60.0);
         let m = Measurements {
             requests: 6000,
@@ -737,5 +867,97 @@ mod tests {
         }
         let actions: Vec<&Action> = step.decisions.iter().map(|(_, d)| &d.action).collect();
         assert_eq!(actions, [&Action::Terminate { id: "b-0".into() }]);
+    }
+
+    /// Closes one predictive interval at `t` with `rate` req/s through pool "a".
+    fn interval(control: &mut Control, served: &mut u64, rate: f64, t: f64) -> Step {
+        *served += (rate * 60.0) as u64;
+        let mut a = pool("a", *served, 0, 4);
+        for i in &mut a.instances {
+            i.idle_s = 120.0;
+        }
+        let m = Measurements {
+            requests: *served,
+            pools: vec![a],
+            ..Measurements::default()
+        };
+        let mut step = Step::default();
+        while control.due(t) {
+            let s = control.step(&m, t);
+            if s.interval.is_some() {
+                step = s;
+            }
+        }
+        step
+    }
+
+    #[test]
+    fn the_plan_covers_a_quantile_of_the_load_once_the_forecast_has_been_wrong() {
+        // A load alternating 100 and 300 req/s: EWMA forecasts about 200, and misses by
+        // up to ±100. Once it has been wrong often enough, the plan covers the upper
+        // errors, not the mean.
+        let mut c = control(Policy::Cocktail);
+        let mut served = 0;
+        let mut last = None;
+        for k in 1..=40 {
+            let rate = if k % 2 == 0 { 300.0 } else { 100.0 };
+            let step = interval(&mut c, &mut served, rate, 60.0 * k as f64);
+            last = step.interval;
+        }
+        let report = last.expect("an interval closed");
+        assert!(
+            (150.0..=250.0).contains(&report.forecast),
+            "{}",
+            report.forecast
+        );
+        assert!(
+            report.predicted > report.forecast + 50.0,
+            "planned {} for a forecast of {}",
+            report.predicted,
+            report.forecast
+        );
+        // Capacity wanted: the planned load over the 80 % target utilisation.
+        let demand = report.pools[0].demand;
+        assert!(
+            (demand - report.predicted / 0.8).abs() < 1e-6,
+            "{demand} vs {}",
+            report.predicted
+        );
+    }
+
+    #[test]
+    fn idle_capacity_goes_when_the_forecast_does_not_need_it_and_tracking_waits() {
+        // Four instances of 190 req/s idle for two minutes, and a load of 20 req/s for
+        // 20 minutes: Cocktail keeps what the forecast needs (its minimum), target
+        // tracking keeps the highest load of the last 15 minutes over 0.7.
+        let mut cocktail = control(Policy::Cocktail);
+        let mut tracking = control(Policy::TargetTracking70);
+        let (mut a, mut b) = (0, 0);
+        for k in 1..=20 {
+            interval(&mut cocktail, &mut a, 20.0, 60.0 * k as f64);
+            interval(&mut tracking, &mut b, 20.0, 60.0 * k as f64);
+        }
+        let terminations = |step: &Step| {
+            step.decisions
+                .iter()
+                .filter(|(_, d)| matches!(d.action, Action::Terminate { .. }))
+                .count()
+        };
+        let c = interval(&mut cocktail, &mut a, 20.0, 60.0 * 21.0);
+        assert_eq!(terminations(&c), 3, "down to the minimum: {c:?}");
+        // A burst 10 minutes ago: tracking keeps capacity for it.
+        let mut tracking = control(Policy::TargetTracking70);
+        let mut b = 0;
+        for k in 1..=20 {
+            let rate = if k == 10 { 500.0 } else { 20.0 };
+            interval(&mut tracking, &mut b, rate, 60.0 * k as f64);
+        }
+        let t = interval(&mut tracking, &mut b, 20.0, 60.0 * 21.0);
+        assert_eq!(terminations(&t), 0, "500 / 0.7 needs all four: {t:?}");
+        let first = (22..=30).find(|&k| {
+            let step = interval(&mut tracking, &mut b, 20.0, 60.0 * k as f64);
+            terminations(&step) > 0
+        });
+        assert_eq!(first, Some(25), "15 minutes after the burst's minute it scales in");
     }
 }

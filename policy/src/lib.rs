@@ -5,6 +5,7 @@ pub mod autoscale;
 pub mod control;
 pub mod ensemble;
 pub mod estimate;
+pub mod forecast;
 pub mod health;
 pub mod kairos;
 pub mod mix;

@@ -212,6 +212,79 @@ impl Predictor for HoltWinters {
     }
 }
 
+/// Picks, every interval, the predictor whose forecasts `lead` steps ahead were closest to
+/// the load over the last `window` intervals (issue 20: no single predictor wins on every
+/// trace; Table 4 of the paper ranks them differently per trace). Every candidate sees
+/// every rate; before any is scored, the first one (EWMA) forecasts.
+#[derive(Debug)]
+pub struct Adaptive {
+    candidates: Vec<(Box<dyn Predictor>, crate::forecast::ForecastErrors)>,
+    lead: usize,
+    best: usize,
+}
+
+impl Adaptive {
+    /// The statistical predictors (Holt-Winters with a season of `period` intervals),
+    /// scored at `lead` steps over their last `window` errors.
+    pub fn new(period: usize, lead: usize, window: usize) -> Self {
+        let lead = lead.max(1);
+        let order = [
+            Statistical::Ewma,
+            Statistical::Mwa,
+            Statistical::Linear,
+            Statistical::HoltWinters,
+        ];
+        Self {
+            candidates: order
+                .iter()
+                .map(|s| {
+                    (
+                        s.build(period, lead),
+                        crate::forecast::ForecastErrors::new(lead, window),
+                    )
+                })
+                .collect(),
+            lead,
+            best: 0,
+        }
+    }
+
+    /// The name of the predictor that forecasts now.
+    pub fn chosen(&self) -> &'static str {
+        self.candidates
+            .get(self.best)
+            .map_or("none", |(p, _)| p.name())
+    }
+}
+
+impl Predictor for Adaptive {
+    fn name(&self) -> &'static str {
+        "adaptive"
+    }
+
+    fn observe(&mut self, rate: f64) {
+        for (predictor, errors) in &mut self.candidates {
+            errors.observe(rate);
+            predictor.observe(rate);
+            errors.record((1..=self.lead).map(|k| predictor.forecast(k)).collect());
+        }
+        let lead = self.lead;
+        self.best = self
+            .candidates
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, errors))| Some((i, errors.rmse(lead)?)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or(0, |(i, _)| i);
+    }
+
+    fn forecast(&self, steps: usize) -> f64 {
+        self.candidates
+            .get(self.best)
+            .map_or(0.0, |(p, _)| p.forecast(steps))
+    }
+}
+
 /// Root mean square error of forecasts made `horizon` intervals ahead along `trace`.
 pub fn rmse(predictor: &mut dyn Predictor, trace: &[f64], horizon: usize) -> f64 {
     let horizon = horizon.max(1);
@@ -256,6 +329,8 @@ pub enum PredictorKind {
     Linear,
     /// Level, trend and a daily season.
     HoltWinters,
+    /// Whichever of the four above has the least recent error (`Adaptive`).
+    Auto,
     /// An MLP run by ONNX Runtime (models/predictors/).
     // The master builds it; this crate does not depend on ONNX Runtime.
     Learned,
@@ -269,6 +344,7 @@ impl PredictorKind {
             Self::Ewma => Some(Statistical::Ewma),
             Self::Linear => Some(Statistical::Linear),
             Self::HoltWinters => Some(Statistical::HoltWinters),
+            Self::Auto => Some(Statistical::Auto),
             Self::Learned => None,
         }
     }
@@ -287,19 +363,33 @@ pub enum Statistical {
     Linear,
     /// Level, trend and a daily season.
     HoltWinters,
+    /// Whichever of the others has the least recent error at the lead the autoscaler
+    /// buys for ([`Adaptive`]).
+    Auto,
 }
 
+/// Intervals of errors the adaptive predictor compares its candidates over (an hour of
+/// one-minute intervals).
+pub const ADAPTIVE_WINDOW: usize = 60;
+
 impl Statistical {
-    pub const ALL: [Self; 4] = [Self::Mwa, Self::Ewma, Self::Linear, Self::HoltWinters];
+    pub const ALL: [Self; 5] = [
+        Self::Mwa,
+        Self::Ewma,
+        Self::Linear,
+        Self::HoltWinters,
+        Self::Auto,
+    ];
 
     /// The predictor with the defaults the controller uses; Holt-Winters' season is
-    /// `period` intervals.
-    pub fn build(self, period: usize) -> Box<dyn Predictor> {
+    /// `period` intervals, and the adaptive one scores its candidates `lead` steps ahead.
+    pub fn build(self, period: usize, lead: usize) -> Box<dyn Predictor> {
         match self {
             Self::Mwa => Box::new(MovingAverage::new(10)),
             Self::Ewma => Box::new(Ewma::new(0.5)),
             Self::Linear => Box::new(LinearRegression::new(10)),
             Self::HoltWinters => Box::new(HoltWinters::new(0.3, 0.01, 0.1, period)),
+            Self::Auto => Box::new(Adaptive::new(period, lead, ADAPTIVE_WINDOW)),
         }
     }
 }
@@ -326,8 +416,8 @@ fn wire_name(value: &impl clap::ValueEnum, f: &mut std::fmt::Formatter<'_>) -> s
 
 /// The predictor of `kind` (see [`Statistical::build`]); `None` for
 /// [`PredictorKind::Learned`], which the master loads.
-pub fn build(kind: PredictorKind, period: usize) -> Option<Box<dyn Predictor>> {
-    kind.statistical().map(|s| s.build(period))
+pub fn build(kind: PredictorKind, period: usize, lead: usize) -> Option<Box<dyn Predictor>> {
+    kind.statistical().map(|s| s.build(period, lead))
 }
 
 #[cfg(test)]
@@ -335,7 +425,7 @@ mod tests {
     use super::*;
 
     fn all(period: usize) -> Vec<Box<dyn Predictor>> {
-        Statistical::ALL.map(|s| s.build(period)).into()
+        Statistical::ALL.map(|s| s.build(period, 3)).into()
     }
 
     #[test]
@@ -358,7 +448,7 @@ mod tests {
     fn every_kind_but_the_learned_one_is_built_here_under_its_wire_name() {
         use clap::ValueEnum as _;
         for kind in PredictorKind::value_variants() {
-            let built = build(*kind, 4);
+            let built = build(*kind, 4, 2);
             assert_eq!(built.is_none(), *kind == PredictorKind::Learned, "{kind:?}");
         }
         let names: Vec<String> = PredictorKind::value_variants()
@@ -366,7 +456,10 @@ mod tests {
             .filter_map(|k| k.to_possible_value())
             .map(|v| v.get_name().to_owned())
             .collect();
-        assert_eq!(names, ["mwa", "ewma", "linear", "holt-winters", "learned"]);
+        assert_eq!(
+            names,
+            ["mwa", "ewma", "linear", "holt-winters", "auto", "learned"]
+        );
         assert_eq!(PredictorKind::HoltWinters.to_string(), "holt-winters");
         assert_eq!(Statistical::HoltWinters.to_string(), "holt-winters");
         assert_eq!(
@@ -403,9 +496,30 @@ mod tests {
             .collect();
         let hw = errors.iter().find(|e| e.0 == "Holt-Winters").unwrap().1;
         for (name, error) in &errors {
-            if *name != "Holt-Winters" {
+            if *name != "Holt-Winters" && *name != "adaptive" {
                 assert!(hw * 3.0 < *error, "Holt-Winters {hw} vs {name} {error}");
             }
         }
+    }
+
+    #[test]
+    fn the_adaptive_predictor_follows_whichever_predictor_is_right_on_the_trace() {
+        // A season: Holt-Winters wins, and the adaptive predictor comes close to it.
+        let period = 12;
+        let seasonal: Vec<f64> = (0..period * 20)
+            .map(|t| 100.0 + 50.0 * (std::f64::consts::TAU * t as f64 / period as f64).sin())
+            .collect();
+        let hw = rmse(Statistical::HoltWinters.build(period, 3).as_mut(), &seasonal, 3);
+        let mut adaptive = Adaptive::new(period, 3, ADAPTIVE_WINDOW);
+        let auto = rmse(&mut adaptive, &seasonal, 3);
+        let ewma = rmse(Statistical::Ewma.build(period, 3).as_mut(), &seasonal, 3);
+        assert_eq!(adaptive.chosen(), "Holt-Winters");
+        assert!(auto < ewma / 2.0, "adaptive {auto} vs EWMA {ewma}");
+        assert!(auto < hw * 1.5, "adaptive {auto} vs Holt-Winters {hw}");
+        // A ramp: linear regression wins.
+        let ramp: Vec<f64> = (0..200).map(|t| 10.0 + 2.0 * f64::from(t)).collect();
+        let mut adaptive = Adaptive::new(period, 3, ADAPTIVE_WINDOW);
+        rmse(&mut adaptive, &ramp, 3);
+        assert_eq!(adaptive.chosen(), "linear regression");
     }
 }

@@ -615,7 +615,12 @@ async fn the_live_loop_decides_what_the_shared_loop_decides_on_its_measurements(
     .unwrap();
     assert!(steps.len() >= 10, "{} steps", steps.len());
     let first = &steps[0];
-    let predictor = predict::build(first.predictor, first.config.steps_per_day()).unwrap();
+    let predictor = predict::build(
+        first.predictor,
+        first.config.steps_per_day(),
+        first.config.lead_steps(),
+    )
+    .unwrap();
     let mut control = Control::new(first.config.clone(), predictor, first.start);
     let mut replayed: Vec<(Trigger, Decision)> = Vec::new();
     for step in &steps {

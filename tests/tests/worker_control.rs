@@ -118,6 +118,8 @@ async fn a_spot_notice_drains_the_worker_at_the_master() {
         &imds_url,
         "--imds-poll-ms",
         "100",
+        "--instance-type",
+        "c5.xlarge",
     ]
     .iter()
     .map(|s| (*s).to_owned())
@@ -132,7 +134,17 @@ async fn a_spot_notice_drains_the_worker_at_the_master() {
     let entry = worker_entry(&cluster, "mlp_med").await.unwrap();
     assert_eq!(entry["url"], worker.url.as_str());
     assert_eq!(entry["id"], format!("mlp_med@{}", worker.url));
-    assert!(entry["packing_factor"].as_u64().unwrap() >= 1, "{entry}");
+    // The packing factor the controller plans with and the simulator serves with for
+    // the model on its type, not one of the worker's own thread count.
+    let zoo = cocktail_common::Zoo::load(cocktail_tests::zoo_manifest()).unwrap();
+    let catalog = cocktail_common::catalog::Catalog::embedded().unwrap();
+    let planned = cocktail_common::catalog::packing_factor(
+        zoo.model("mlp_med").unwrap().profile.as_ref(),
+        catalog.get("c5.xlarge").unwrap(),
+        &catalog.gpu,
+    );
+    assert_eq!(entry["packing_factor"].as_u64(), Some(u64::from(planned)), "{entry}");
+    assert_eq!(entry["instance_type"], "c5.xlarge");
 
     let pixels = vec![128_u8; 28 * 28];
     let body = image_request(

@@ -10,7 +10,7 @@ use std::time::Duration;
 use actix_web::middleware::from_fn;
 use actix_web::{App, HttpServer, web};
 use cocktail_common::batching::{self, BatchPolicy};
-use cocktail_common::catalog::Catalog;
+use cocktail_common::catalog::{self, Catalog};
 use cocktail_common::control::Registration;
 use cocktail_common::latency::BatchLatency;
 use cocktail_common::testset::GreyImage;
@@ -128,17 +128,31 @@ impl Worker {
     }
 
     /// What this worker tells the master about itself. The packing factor is the
-    /// profile's for this thread count, else the batch size.
+    /// catalog's for the model on its instance type, the one the controller plans with
+    /// and the simulator serves with (`catalog::packing_factor`); without a type known to
+    /// the catalog, the profile's for this thread count, else the batch size.
     pub fn registration(&self, id: String, url: String) -> Registration {
         let model = &self.state.model;
+        let planned = self.instance_type.as_deref().and_then(|name| {
+            let catalog = Catalog::embedded().ok()?;
+            let ty = catalog.get(name)?;
+            Some(catalog::packing_factor(
+                model.profile.as_ref(),
+                ty,
+                &catalog.gpu,
+            ))
+        });
         Registration {
             id,
             model: model.name.clone(),
             url,
-            packing_factor: model
-                .profile
-                .as_ref()
-                .and_then(|p| p.packing_factor(self.threads))
+            packing_factor: planned
+                .or_else(|| {
+                    model
+                        .profile
+                        .as_ref()
+                        .and_then(|p| p.packing_factor(self.threads))
+                })
                 .unwrap_or(self.policy.max_items as u32)
                 .max(1),
             queue_items: self.queue_items,

@@ -1,41 +1,17 @@
 //! The simulated cluster: instances with their Pf slots, one queue per model pool, launch
 //! delays, spot prices, revocations and the bill.
 //!
-//! A pool's queue is a min-heap of slot free times (every instance contributes Pf slots).
-//! A member call takes the earliest free slot: it waits until then, runs for the model's
-//! profiled latency, and misses when it cannot start before its deadline, as the live
-//! dispatcher's queue does. Slots of instances that stopped serving are dropped lazily
-//! when they reach the top.
-
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+//! Every instance has Pf slots, each free from some time. A member call goes where the
+//! master's load balancer sends it (`policy::packing`): to the fullest instance that has a
+//! slot free now, so busy instances fill up and spare ones idle until the autoscaler
+//! releases them. When every slot is busy, the call waits for the earliest one, runs for
+//! the model's profiled latency, and misses when it cannot start before its deadline, as
+//! the live dispatcher's queue does.
 
 use cocktail_common::catalog::{Catalog, InstanceType, SpotPrices, SpotProcess};
 use cocktail_policy::autoscale::{InstanceState, Offer};
 use cocktail_policy::control::PoolMeasure;
-
-/// A slot of an instance that is free from `free_at` (seconds).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Slot {
-    free_at: f64,
-    instance: usize,
-}
-
-impl Eq for Slot {}
-
-impl Ord for Slot {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.free_at
-            .total_cmp(&other.free_at)
-            .then(self.instance.cmp(&other.instance))
-    }
-}
-
-impl PartialOrd for Slot {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
+use cocktail_policy::packing::{self, Slots};
 
 #[derive(Debug, Clone)]
 pub struct Instance {
@@ -50,6 +26,8 @@ pub struct Instance {
     /// When billing stopped.
     pub ended: Option<f64>,
     pub last_used: f64,
+    /// When each of its Pf slots is free.
+    slots: Vec<f64>,
     /// Billed up to this time.
     billed_to: f64,
 }
@@ -69,7 +47,8 @@ pub enum Served {
 
 #[derive(Debug, Default)]
 struct Pool {
-    slots: BinaryHeap<Reverse<Slot>>,
+    /// Its serving instances, in the order they came up (packing's tie-break).
+    members: Vec<usize>,
     /// Member calls and deadline misses since the start.
     calls: u64,
     misses: u64,
@@ -179,6 +158,7 @@ impl Cluster {
                     serving: false,
                     ended: None,
                     last_used: now + delay_s,
+                    slots: Vec::new(),
                     billed_to: now,
                 });
                 self.live.push(id);
@@ -196,14 +176,9 @@ impl Cluster {
             return;
         }
         instance.serving = true;
-        let (pool, at, slots) = (instance.pool, instance.ready, instance.packing_factor);
-        if let Some(pool) = self.pools.get_mut(pool) {
-            for _ in 0..slots {
-                pool.slots.push(Reverse(Slot {
-                    free_at: at,
-                    instance: id,
-                }));
-            }
+        instance.slots = vec![instance.ready; instance.packing_factor.max(1) as usize];
+        if let Some(pool) = self.pools.get_mut(instance.pool) {
+            pool.members.push(id);
         }
     }
 
@@ -233,34 +208,60 @@ impl Cluster {
             return Served::Missed;
         };
         p.calls += 1;
-        while let Some(Reverse(slot)) = p.slots.peek().copied() {
-            let Some(instance) = self.instances.get_mut(slot.instance) else {
-                p.slots.pop();
-                continue;
-            };
-            if !instance.serving {
-                p.slots.pop();
-                continue;
+        let instances = &mut self.instances;
+        p.members
+            .retain(|&id| instances.get(id).is_some_and(|i| i.serving));
+        // The fullest instance with a slot free at `t`, as the live load balancer packs.
+        let packed = packing::choose(p.members.iter().map(|&id| {
+            let slots = instances.get(id).map_or(&[][..], |i| &i.slots[..]);
+            Slots {
+                packing_factor: slots.len() as u32,
+                in_flight: slots.iter().filter(|&&free| free > t).count() as u32,
+                available: true,
             }
-            let start = slot.free_at.max(t);
-            if start > deadline {
-                p.misses += 1;
-                return Served::Missed;
-            }
-            p.slots.pop();
-            let finish = start + service;
-            instance.last_used = finish;
-            p.slots.push(Reverse(Slot {
-                free_at: finish,
-                instance: slot.instance,
-            }));
-            if finish > deadline {
-                p.misses += 1;
-                return Served::Late(finish);
-            }
-            return Served::At(finish);
+        }));
+        // Else the slot free first.
+        let chosen = match packed {
+            Some(k) => p.members.get(k).copied(),
+            None => p
+                .members
+                .iter()
+                .copied()
+                .filter_map(|id| {
+                    let earliest = instances
+                        .get(id)?
+                        .slots
+                        .iter()
+                        .copied()
+                        .min_by(f64::total_cmp)?;
+                    Some((earliest, id))
+                })
+                .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+                .map(|(_, id)| id),
+        };
+        let Some(instance) = chosen.and_then(|id| instances.get_mut(id)) else {
+            return Served::NoInstance;
+        };
+        let Some(slot) = instance
+            .slots
+            .iter_mut()
+            .min_by(|a, b| a.total_cmp(b))
+        else {
+            return Served::NoInstance;
+        };
+        let start = slot.max(t);
+        if start > deadline {
+            p.misses += 1;
+            return Served::Missed;
         }
-        Served::NoInstance
+        let finish = start + service;
+        *slot = finish;
+        instance.last_used = finish;
+        if finish > deadline {
+            p.misses += 1;
+            return Served::Late(finish);
+        }
+        Served::At(finish)
     }
 
     /// Bills every live instance up to `now`.

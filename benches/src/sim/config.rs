@@ -94,6 +94,11 @@ pub struct SimConfig {
     /// O2's interval in requests per constraint instead, as `--interval-requests`.
     pub o2_interval_requests: Option<u64>,
     pub predictor: Statistical,
+    /// Rates of the intervals before the start, oldest first, that the control loop's
+    /// predictor has already seen (a controller that has been running).
+    pub history: Vec<f64>,
+    /// The quantile of the forecast load the predictive policies plan for.
+    pub forecast_quantile: f64,
     /// Added to the latency target to form the deadline, as `--deadline-grace-ms`.
     pub grace_ms: f64,
     /// One network hop master ↔ worker, added to every answer.
@@ -117,6 +122,7 @@ impl SimConfig {
             horizon_s: self.horizon_s,
             importance_window_s: self.importance_window_s,
             launch_s: self.launch_s,
+            forecast_quantile: self.forecast_quantile,
             policy: self.autoscaler,
             sizes_pools: true,
             importance_weights: self.importance_weights,
@@ -142,7 +148,9 @@ impl SimConfig {
             reactive_interval_s: 10.0,
             o2_interval_s: 30.0,
             o2_interval_requests: None,
-            predictor: Statistical::Ewma,
+            forecast_quantile: ControlConfig::default().forecast_quantile,
+            predictor: Statistical::Auto,
+            history: Vec::new(),
             grace_ms: 20.0,
             hop_ms: 0.5,
             selection: SelectionConfig {

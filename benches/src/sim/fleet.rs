@@ -12,7 +12,7 @@ use rand::rngs::SmallRng;
 
 use super::World;
 use super::cluster::Cluster;
-use super::config::{Autoscaler, SimConfig};
+use super::config::SimConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Event {
@@ -86,8 +86,8 @@ impl Fleet {
     }
 
     /// Pools start sized for `first_rate` requests per second, ready at once: each pool
-    /// in use covers its share of the mix (`shares` per constraint type), twice that
-    /// under target tracking.
+    /// in use covers its share of the mix (`shares` per constraint type) at the policy's
+    /// utilisation.
     pub fn warm_start(
         &mut self,
         world: &World,
@@ -109,11 +109,8 @@ impl Fleet {
             } else {
                 1.0
             };
-            let factor = if config.autoscaler == Autoscaler::TargetTracking {
-                2.0
-            } else {
-                1.0
-            };
+            // Headroom as the policy plans it (twice the load for target-2x).
+            let factor = 1.0 / config.control().utilisation();
             let offers = self.cluster.offers(pool, config.scheme.spot(), 0.0);
             let Some((offer, count)) = autoscale::procure(
                 (first_rate * share * factor).max(f64::MIN_POSITIVE),

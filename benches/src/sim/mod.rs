@@ -81,8 +81,11 @@ pub fn run(
         })
         .collect();
     let control_config = config.control();
-    let predictor = config.predictor.build(control_config.steps_per_day());
+    let predictor = config
+        .predictor
+        .build(control_config.steps_per_day(), control_config.lead_steps());
     let mut control = Control::new(control_config, predictor, 0.0);
+    control.prime(&config.history);
     let duration = config.rates.len() as f64;
     let mut fleet = Fleet {
         cluster,
@@ -459,5 +462,35 @@ mod tests {
             ..unweighted.clone()
         };
         assert!(run(&world, &unweighted, None).vms_mean > run(&world, &weighted, None).vms_mean);
+    }
+
+    #[test]
+    fn capacity_the_forecast_no_longer_needs_goes_and_reactive_waits_for_the_timeout() {
+        // 1,000 req/s for 10 minutes, then 100: packing leaves the spare instances idle,
+        // the predictive autoscaler releases them once its forecast has settled, the
+        // reactive one only after they idled for the 10-minute recycling timeout.
+        let world = world().with_latency_scale(100.0);
+        let mut rates = vec![1000.0; 600];
+        rates.extend(vec![100.0; 1500]);
+        let run_with = |autoscaler| {
+            let mut c = SimConfig::new(Scheme::Cocktail, Mix::Strict, rates.clone(), 7);
+            c.autoscaler = autoscaler;
+            run(&world, &c, None)
+        };
+        let vms = |r: &SimResult, minute: usize| {
+            r.series
+                .get(minute)
+                .map_or(0, |b| b.vms.iter().sum::<usize>())
+        };
+        let cocktail = run_with(Autoscaler::Cocktail);
+        let reactive = run_with(Autoscaler::Reactive);
+        assert!(vms(&cocktail, 9) > vms(&cocktail, 20) + 3, "{:?}", cocktail.series.iter().map(|b| b.vms.iter().sum::<usize>()).collect::<Vec<_>>());
+        assert!(
+            vms(&reactive, 18) > vms(&cocktail, 18),
+            "reactive {} vs cocktail {} at minute 18",
+            vms(&reactive, 18),
+            vms(&cocktail, 18)
+        );
+        assert!(cocktail.cost < reactive.cost);
     }
 }

@@ -78,7 +78,7 @@ impl Default for ControllerConfig {
     fn default() -> Self {
         Self {
             control: ControlConfig::default(),
-            predictor: PredictorKind::Ewma,
+            predictor: PredictorKind::Auto,
             spot: true,
             instance_types: Vec::new(),
             models: Vec::new(),
@@ -157,7 +157,11 @@ impl Controller {
             ..config.control.clone()
         };
         let predictor: Box<dyn Predictor> =
-            match predict::build(config.predictor, control_config.steps_per_day()) {
+            match predict::build(
+                config.predictor,
+                control_config.steps_per_day(),
+                control_config.lead_steps(),
+            ) {
                 Some(predictor) => predictor,
                 None => Box::new(crate::resources::learned::Learned::load(
                     &zoo.root().join(crate::resources::learned::MODEL_FILE),

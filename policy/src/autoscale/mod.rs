@@ -7,8 +7,11 @@
 //! - Procurement: `An = demand − Cr`, with `Cr` the capacity of the pool's instances
 //!   (those still provisioning included). The type chosen minimises the cost of covering
 //!   `An`: `price × ⌈An / capacity⌉`; a GPU only when `An` fills its capacity.
-//! - Recycling: instances idle for the timeout go, as long as the rest still covers the
-//!   demand and the pool keeps its minimum.
+//! - Recycling: instances idle long enough go, as long as the rest still covers the load
+//!   to keep (the forecast over the recycling timeout, for the predictive policies) and
+//!   the pool keeps its minimum.
+//! - Spreading: one spot type holds at most a share of a pool, so one type's price spike
+//!   revokes only part of it.
 //! - Reactive: a pool whose SLO violations over the last check exceed the threshold gets
 //!   one more instance at once, whatever the prediction says.
 //!
@@ -18,6 +21,9 @@
 //! second (Little's law).
 
 use serde::{Deserialize, Serialize};
+
+mod mark;
+pub use mark::{MarkPlan, mark, mark_plan};
 
 /// A running or provisioning instance, as the autoscaler sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,6 +121,13 @@ pub struct AutoscaleConfig {
     pub min_instances: usize,
     /// SLO violation share that triggers a reactive scale-up.
     pub slo_threshold: f64,
+    /// The share of its capacity a pool is planned to use (the predictive and reactive
+    /// policies; target tracking has its own): headroom for the load within an interval.
+    pub target_utilisation: f64,
+    /// The largest share of a pool's instances one spot type may hold once the pool has
+    /// more than one (1: no limit), so that one type's price spike revokes only part of
+    /// the pool.
+    pub spot_type_share: f64,
 }
 
 impl Default for AutoscaleConfig {
@@ -124,6 +137,31 @@ impl Default for AutoscaleConfig {
             idle_timeout_s: 600.0,
             min_instances: 1,
             slo_threshold: 0.05,
+            target_utilisation: 0.8,
+            spot_type_share: 0.5,
+        }
+    }
+}
+
+/// What one interval sizes the pools for, in requests per second of the whole load (each
+/// pool takes its weight's share).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Target {
+    /// Capacity to have: a pool short of `buy × weight` launches the cheapest cover.
+    pub buy: f64,
+    /// Capacity to keep: a pool's instances idle for `release_idle_s` go while the rest
+    /// still covers `keep × weight` (and the pool keeps its minimum).
+    pub keep: f64,
+    pub release_idle_s: f64,
+}
+
+impl Target {
+    /// Buy and keep `rate`; release only what idled for `release_idle_s`.
+    pub fn steady(rate: f64, release_idle_s: f64) -> Self {
+        Self {
+            buy: rate,
+            keep: rate,
+            release_idle_s,
         }
     }
 }
@@ -221,36 +259,35 @@ pub fn procure<'a>(
         .map(|(o, count, _)| (o, count))
 }
 
-/// One autoscaling interval (Algorithm 2): `predicted` is the load (requests per second)
-/// expected when new instances would be ready, `total_requests` the requests of the
-/// importance window (an ensemble request counts once there and once in each of its
-/// members' pools, so a pool in every ensemble has weight 1); `offers(pool)` lists what
-/// each pool can get.
+/// One autoscaling interval (Algorithm 2): `target` is the load (requests per second) to
+/// cover when new instances would be ready and the load to keep capacity for,
+/// `total_requests` the requests of the importance window (an ensemble request counts
+/// once there and once in each of its members' pools, so a pool in every ensemble has
+/// weight 1); `offers(pool)` lists what each pool can get.
 pub fn plan(
-    predicted: f64,
+    target: &Target,
     total_requests: u64,
     pools: &[PoolState],
     offers: &dyn Fn(&PoolState) -> Vec<Offer>,
     config: &AutoscaleConfig,
 ) -> Vec<Decision> {
-    let total = total_requests;
     let mut decisions = Vec::new();
     for pool in pools {
-        let weight = pool.weight(total);
-        let demand = predicted.max(0.0) * weight;
+        let weight = pool.weight(total_requests);
+        let demand = target.buy.max(0.0) * weight;
         let capacity_now = pool.capacity(config);
         let missing = config.min_instances.saturating_sub(pool.instances.len());
         let needed = demand - capacity_now;
         if needed > 0.0 || missing > 0 {
             let offers = offers(pool);
-            let target = if needed > 0.0 { needed } else { 0.0 };
-            if let Some((offer, count)) = procure(
-                target.max(f64::MIN_POSITIVE),
-                pool.latency_ms,
+            let cover = spread(
+                needed.max(f64::MIN_POSITIVE),
+                missing as u32,
+                pool,
                 &offers,
                 config,
-            ) {
-                let count = count.max(missing as u32);
+            );
+            for (offer, count) in cover {
                 decisions.push(Decision {
                     pool: pool.model.clone(),
                     action: Action::Launch {
@@ -264,7 +301,8 @@ pub fn plan(
                     capacity: capacity_now,
                     reason: if needed > 0.0 {
                         format!(
-                            "predicted {predicted:.1} req/s × weight {weight:.2} = {demand:.1} req/s exceeds capacity {capacity_now:.1}; cheapest cover: {count} × {} at ${:.4}/h ({})",
+                            "planned {:.1} req/s × weight {weight:.2} = {demand:.1} req/s exceeds capacity {capacity_now:.1}; cheapest cover: {count} × {} at ${:.4}/h ({})",
+                            target.buy,
                             offer.instance_type,
                             offer.price_per_hour,
                             if offer.spot { "spot" } else { "on-demand" }
@@ -276,38 +314,112 @@ pub fn plan(
             }
             continue;
         }
-        // Recycle idle instances the demand does not need, most idle first.
-        let mut idle: Vec<&InstanceState> = pool
-            .instances
-            .iter()
-            .filter(|i| i.idle_s >= config.idle_timeout_s)
-            .collect();
-        idle.sort_by(|a, b| b.idle_s.total_cmp(&a.idle_s).then(a.id.cmp(&b.id)));
-        let mut remaining = capacity_now;
-        let mut kept = pool.instances.len();
-        for instance in idle {
-            let own = capacity(instance.packing_factor, pool.latency_ms, config);
-            if kept <= config.min_instances || remaining - own < demand {
-                break;
-            }
-            remaining -= own;
-            kept -= 1;
-            decisions.push(Decision {
-                pool: pool.model.clone(),
-                action: Action::Terminate {
-                    id: instance.id.clone(),
-                },
-                weight,
-                demand,
-                capacity: capacity_now,
-                reason: format!(
-                    "idle {:.0} s (timeout {:.0} s); the rest covers {demand:.1} req/s",
-                    instance.idle_s, config.idle_timeout_s
-                ),
-            });
-        }
+        decisions.extend(release(pool, weight, target, config));
     }
     decisions
+}
+
+/// The idle instances a pool can give up, most idle first: idle for the target's
+/// `release_idle_s`, while the rest covers `keep` and the pool keeps its minimum.
+fn release(
+    pool: &PoolState,
+    weight: f64,
+    target: &Target,
+    config: &AutoscaleConfig,
+) -> Vec<Decision> {
+    let keep = target.keep.max(target.buy).max(0.0) * weight;
+    let capacity_now = pool.capacity(config);
+    let mut idle: Vec<&InstanceState> = pool
+        .instances
+        .iter()
+        .filter(|i| i.idle_s >= target.release_idle_s)
+        .collect();
+    idle.sort_by(|a, b| b.idle_s.total_cmp(&a.idle_s).then(a.id.cmp(&b.id)));
+    let mut remaining = capacity_now;
+    let mut kept = pool.instances.len();
+    let mut decisions = Vec::new();
+    for instance in idle {
+        let own = capacity(instance.packing_factor, pool.latency_ms, config);
+        if kept <= config.min_instances || remaining - own < keep {
+            break;
+        }
+        remaining -= own;
+        kept -= 1;
+        decisions.push(Decision {
+            pool: pool.model.clone(),
+            action: Action::Terminate {
+                id: instance.id.clone(),
+            },
+            weight,
+            demand: keep,
+            capacity: capacity_now,
+            reason: format!(
+                "idle {:.0} s (releases after {:.0} s); the rest covers the {keep:.1} req/s to keep",
+                instance.idle_s, target.release_idle_s
+            ),
+        });
+    }
+    decisions
+}
+
+/// The cheapest cover of `needed` requests per second (at least `at_least` instances),
+/// with no spot type holding more than `spot_type_share` of the pool once it has more
+/// than one instance: what one type may not take goes to the next cheapest type.
+fn spread<'a>(
+    needed: f64,
+    at_least: u32,
+    pool: &PoolState,
+    offers: &'a [Offer],
+    config: &AutoscaleConfig,
+) -> Vec<(&'a Offer, u32)> {
+    let mut cover: Vec<(&'a Offer, u32)> = Vec::new();
+    let mut left = needed;
+    let mut excluded: Vec<&str> = Vec::new();
+    loop {
+        let open: Vec<Offer> = offers
+            .iter()
+            .filter(|o| !excluded.contains(&o.instance_type.as_str()))
+            .cloned()
+            .collect();
+        let bought: u32 = cover.iter().map(|c| c.1).sum();
+        let Some((chosen, count)) = procure(left, pool.latency_ms, &open, config) else {
+            break;
+        };
+        let count = count.max(at_least.saturating_sub(bought));
+        let Some(offer) = offers
+            .iter()
+            .find(|o| o.instance_type == chosen.instance_type)
+        else {
+            break;
+        };
+        let size_after = pool.instances.len() as u32 + bought + count;
+        let of_type = pool
+            .instances
+            .iter()
+            .filter(|i| i.spot && i.instance_type == offer.instance_type)
+            .count() as u32;
+        let allowed = if !offer.spot || config.spot_type_share >= 1.0 || size_after <= 1 {
+            count
+        } else {
+            let cap = ((config.spot_type_share * f64::from(size_after)).floor() as u32).max(1);
+            cap.saturating_sub(of_type).min(count)
+        };
+        let last_type = open.len() <= 1;
+        if allowed == count || last_type {
+            cover.push((offer, count));
+            break;
+        }
+        if allowed > 0 {
+            cover.push((offer, allowed));
+            left -= f64::from(allowed) * capacity(offer.packing_factor, pool.latency_ms, config);
+        }
+        excluded.push(&offer.instance_type);
+        if left <= 0.0 && bought + allowed >= at_least {
+            break;
+        }
+        left = left.max(f64::MIN_POSITIVE);
+    }
+    cover
 }
 
 /// The reactive check (every 10 s): one more instance for each pool violating its SLO.
@@ -345,212 +457,6 @@ pub fn react(
         .collect()
 }
 
-/// MArk's provisioning (mark.txt §4.3, Algorithm 1) for one pool: cover the forecast of
-/// the next steps at the least cost per request served, counting each new instance's
-/// launch overhead; running instances are candidates without overhead. Returns the
-/// instance types to launch and the running instances the plan does not need.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MarkPlan {
-    pub launch: Vec<String>,
-    pub keep: Vec<String>,
-    pub surplus: Vec<String>,
-}
-
-/// `forecast[t]` is the pool's load (req/s) at step `t + 1`; steps last `step_s` seconds
-/// and a launch takes `launch_s` (paid while booting).
-pub fn mark_plan(
-    forecast: &[f64],
-    running: &[(String, f64, f64)],
-    offers: &[(String, f64, f64)],
-    step_s: f64,
-    launch_s: f64,
-) -> MarkPlan {
-    // `running` and `offers` are (id or type, capacity in req/s, price per hour). Each
-    // running instance can join once, each offered type any number of times. The plan
-    // holds (running id, or None for a new instance of the type, capacity).
-    let mut plan: Vec<(Option<String>, String, f64)> = Vec::new();
-    let mut unused: Vec<&(String, f64, f64)> = running.iter().collect();
-    // Every pick serves some unfilled request, so the loop ends; the bound is a guard.
-    let limit = 10_000;
-    while plan.len() < limit {
-        let capacity: f64 = plan.iter().map(|p| p.2).sum();
-        let unfilled: Vec<f64> = forecast.iter().map(|f| f - capacity).collect();
-        let Some(tau) = unfilled.iter().position(|&u| u > 0.0) else {
-            break;
-        };
-        let end = unfilled[tau..]
-            .iter()
-            .position(|&u| u <= 0.0)
-            .map_or(unfilled.len(), |k| tau + k);
-        let steps = (end - tau) as f64;
-        let served = |cap: f64| -> f64 {
-            unfilled[tau..end].iter().map(|&u| u.min(cap)).sum::<f64>() * step_s
-        };
-        // Cost per request served: (O_i + (e − τ) P_i) / N, with O_i = 0 when running.
-        let per_request = |cap: f64, price: f64, overhead_s: f64| {
-            let n = served(cap);
-            (n > 0.0).then(|| (overhead_s + steps * step_s) / 3600.0 * price / n)
-        };
-        let best_running = unused
-            .iter()
-            .enumerate()
-            .filter_map(|(k, (_, cap, price))| per_request(*cap, *price, 0.0).map(|c| (c, k)))
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        let best_new = offers
-            .iter()
-            .enumerate()
-            .filter_map(|(k, (_, cap, price))| per_request(*cap, *price, launch_s).map(|c| (c, k)))
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        let running_wins = match (best_running, best_new) {
-            (Some((r, _)), Some((n, _))) => r <= n,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        if let (true, Some((_, k))) = (running_wins, best_running) {
-            let (id, cap, _) = unused.remove(k);
-            plan.push((Some(id.clone()), String::new(), *cap));
-        } else if let Some((_, k)) = best_new {
-            let (name, cap, _) = &offers[k];
-            plan.push((None, name.clone(), *cap));
-        } else {
-            break;
-        }
-    }
-    MarkPlan {
-        launch: plan
-            .iter()
-            .filter(|p| p.0.is_none())
-            .map(|p| p.1.clone())
-            .collect(),
-        keep: plan.iter().filter_map(|p| p.0.clone()).collect(),
-        surplus: unused.into_iter().map(|r| r.0.clone()).collect(),
-    }
-}
-
-/// MArk's provisioning step for every pool (mark.txt Algorithm 1, through [`mark_plan`]):
-/// each pool's share of the `forecast` (one rate per step of `step_s`) is covered at the
-/// least cost per request; running instances the plan leaves out are terminated once idle.
-/// `offers` prices each pool's instance types as [`plan`] does.
-pub fn mark(
-    forecast: &[f64],
-    total_requests: u64,
-    pools: &[PoolState],
-    offers: &dyn Fn(&PoolState) -> Vec<Offer>,
-    config: &AutoscaleConfig,
-    step_s: f64,
-    launch_s: f64,
-) -> Vec<Decision> {
-    let mut decisions = Vec::new();
-    for pool in pools {
-        let weight = pool.weight(total_requests);
-        let share: Vec<f64> = forecast.iter().map(|f| f * weight).collect();
-        let capacity_of = |pf: u32| capacity(pf, pool.latency_ms, config);
-        let running: Vec<(String, f64, f64)> = pool
-            .instances
-            .iter()
-            .map(|i| {
-                (
-                    i.id.clone(),
-                    capacity_of(i.packing_factor),
-                    i.price_per_hour,
-                )
-            })
-            .collect();
-        let available = offers(pool);
-        let candidates: Vec<(String, f64, f64)> = available
-            .iter()
-            .filter(|o| !o.gpu || share.iter().any(|f| *f >= capacity_of(o.packing_factor)))
-            .map(|o| {
-                (
-                    o.instance_type.clone(),
-                    capacity_of(o.packing_factor),
-                    o.price_per_hour,
-                )
-            })
-            .collect();
-        let planned = mark_plan(&share, &running, &candidates, step_s, launch_s);
-        let demand = share.iter().copied().fold(0.0, f64::max);
-        let capacity_now: f64 = running.iter().map(|r| r.1).sum();
-        let mut launches: Vec<(String, String)> = planned
-            .launch
-            .into_iter()
-            .map(|name| {
-                let reason = format!(
-                    "MArk: peak forecast {demand:.1} req/s (weight {weight:.2}) over {} steps; {name} is the least cost per request",
-                    share.len()
-                );
-                (name, reason)
-            })
-            .collect();
-        // Keep the pool's minimum even when no load is forecast.
-        let cheapest = candidates
-            .iter()
-            .min_by(|a, b| a.2.total_cmp(&b.2))
-            .map(|o| o.0.clone());
-        while let (true, Some(name)) = (
-            pool.instances.len() + launches.len() < config.min_instances,
-            &cheapest,
-        ) {
-            launches.push((
-                name.clone(),
-                format!(
-                    "pool below its minimum of {} instance(s)",
-                    config.min_instances
-                ),
-            ));
-        }
-        let mut counts: Vec<((String, String), u32)> = Vec::new();
-        for launch in launches {
-            match counts.iter_mut().find(|(l, _)| *l == launch) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((launch, 1)),
-            }
-        }
-        for ((name, reason), count) in counts {
-            let Some(offer) = available.iter().find(|o| o.instance_type == name) else {
-                continue;
-            };
-            decisions.push(Decision {
-                pool: pool.model.clone(),
-                action: Action::Launch {
-                    instance_type: name,
-                    count,
-                    spot: offer.spot,
-                    price_per_hour: offer.price_per_hour,
-                },
-                weight,
-                demand,
-                capacity: capacity_now,
-                reason,
-            });
-        }
-        let mut kept = pool.instances.len();
-        for id in planned.surplus {
-            let idle = pool
-                .instances
-                .iter()
-                .find(|i| i.id == id)
-                .map_or(0.0, |i| i.idle_s);
-            if idle < config.idle_timeout_s || kept <= config.min_instances {
-                continue;
-            }
-            kept -= 1;
-            decisions.push(Decision {
-                pool: pool.model.clone(),
-                action: Action::Terminate { id },
-                weight,
-                demand,
-                capacity: capacity_now,
-                reason: format!(
-                    "MArk: not in the plan for the next {} steps and idle {idle:.0} s",
-                    share.len()
-                ),
-            });
-        }
-    }
-    decisions
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,7 +486,14 @@ mod tests {
         idle_timeout_s: 600.0,
         min_instances: 1,
         slo_threshold: 0.05,
+        target_utilisation: 1.0,
+        spot_type_share: 1.0,
     };
+
+    /// Buys and keeps `rate`; releases after the recycling timeout.
+    fn steady(rate: f64) -> Target {
+        Target::steady(rate, CONFIG.idle_timeout_s)
+    }
 
     fn pool(model: &str, requests: u64, instances: usize, idle_s: f64) -> PoolState {
         PoolState {
@@ -619,7 +532,7 @@ mod tests {
     fn popular_pools_get_capacity_in_proportion_to_their_weight() {
         // 1,000 req/s predicted; a is in 90 % of requests, b in 10 %. Each has 200 req/s.
         let pools = [pool("a", 900, 1, 0.0), pool("b", 100, 1, 0.0)];
-        let decisions = plan(1000.0, 1000, &pools, &offers, &CONFIG);
+        let decisions = plan(&steady(1000.0), 1000, &pools, &offers, &CONFIG);
         assert_eq!(decisions.len(), 1, "{decisions:?}");
         let d = &decisions[0];
         assert_eq!(d.pool, "a");
@@ -635,19 +548,19 @@ mod tests {
     fn idle_instances_are_recycled_down_to_what_demand_and_the_minimum_need() {
         // 4 idle instances of 200 req/s; demand 300 req/s keeps two.
         let pools = [pool("a", 10, 4, 900.0)];
-        let decisions = plan(300.0, 10, &pools, &offers, &CONFIG);
+        let decisions = plan(&steady(300.0), 10, &pools, &offers, &CONFIG);
         let terminated: Vec<_> = decisions
             .iter()
             .filter(|d| matches!(d.action, Action::Terminate { .. }))
             .collect();
         assert_eq!(terminated.len(), 2, "{decisions:?}");
         // No demand at all: down to the minimum of one.
-        let decisions = plan(0.0, 0, &[pool("a", 0, 4, 900.0)], &offers, &CONFIG);
+        let decisions = plan(&steady(0.0), 0, &[pool("a", 0, 4, 900.0)], &offers, &CONFIG);
         assert_eq!(decisions.len(), 3);
         // Busy instances stay.
-        assert!(plan(0.0, 0, &[pool("a", 0, 4, 10.0)], &offers, &CONFIG).is_empty());
+        assert!(plan(&steady(0.0), 0, &[pool("a", 0, 4, 10.0)], &offers, &CONFIG).is_empty());
         // An empty pool gets its minimum back.
-        let decisions = plan(0.0, 0, &[pool("a", 0, 0, 0.0)], &offers, &CONFIG);
+        let decisions = plan(&steady(0.0), 0, &[pool("a", 0, 0, 0.0)], &offers, &CONFIG);
         assert!(matches!(
             &decisions[0].action,
             Action::Launch { count: 1, .. }
@@ -663,43 +576,6 @@ mod tests {
         assert_eq!(decisions[0].pool, "a");
         assert!(decisions[0].reason.contains("20.0 %"));
     }
-    #[test]
-    fn mark_covers_the_forecast_cheapest_per_request_and_reuses_running_instances() {
-        let offers = vec![
-            ("small".to_owned(), 100.0, 0.10),
-            ("big".to_owned(), 400.0, 0.30),
-        ];
-        // 350 req/s for 5 steps of a minute: one big (0.30/h) beats four smalls (0.40/h).
-        let plan = mark_plan(&[350.0; 5], &[], &offers, 60.0, 60.0);
-        assert_eq!(plan.launch, vec!["big".to_owned()]);
-        // A running small is kept at no launch cost; the rest is covered by new ones.
-        let running = vec![
-            ("i-1".to_owned(), 100.0, 0.10),
-            ("i-2".to_owned(), 100.0, 0.10),
-        ];
-        let plan = mark_plan(&[150.0; 5], &running, &offers, 60.0, 60.0);
-        assert_eq!(plan.keep.len(), 2, "{plan:?}");
-        assert!(plan.launch.is_empty() && plan.surplus.is_empty());
-        // Load falls: one running instance is surplus.
-        let plan = mark_plan(&[80.0; 5], &running, &offers, 60.0, 60.0);
-        assert_eq!((plan.keep.len(), plan.surplus.len()), (1, 1));
-        // A short spike late in the window is covered only for its steps.
-        let plan = mark_plan(
-            &[50.0, 50.0, 50.0, 500.0],
-            &running[..1],
-            &offers,
-            60.0,
-            60.0,
-        );
-        assert_eq!(plan.keep.len(), 1);
-        assert!(!plan.launch.is_empty());
-        assert!(
-            mark_plan(&[0.0; 3], &[], &offers, 60.0, 60.0)
-                .launch
-                .is_empty()
-        );
-    }
-
     #[test]
     fn alternates_buy_the_same_capacity_in_the_same_market() {
         let offer = |name: &str, pf: u32, price: f64, spot: bool, gpu: bool| Offer {
@@ -728,5 +604,62 @@ mod tests {
             ]
         );
         assert_eq!(alternates(&chosen, &offers, 1).len(), 1);
+    }
+
+    #[test]
+    fn instances_idle_for_the_release_time_go_down_to_what_the_forecast_keeps() {
+        // 4 instances of 200 req/s idle for 2 minutes; buy 100 req/s now, keep 500.
+        let pools = [pool("a", 10, 4, 120.0)];
+        let target = Target {
+            buy: 100.0,
+            keep: 500.0,
+            release_idle_s: 60.0,
+        };
+        let decisions = plan(&target, 10, &pools, &offers, &CONFIG);
+        assert_eq!(decisions.len(), 1, "800 − 200 still keeps 500: {decisions:?}");
+        assert!(decisions[0].reason.contains("500.0 req/s to keep"));
+        // Not idle long enough: nothing goes.
+        let target = Target {
+            release_idle_s: 121.0,
+            ..target
+        };
+        assert!(plan(&target, 10, &pools, &offers, &CONFIG).is_empty());
+    }
+
+    #[test]
+    fn one_spot_type_holds_at_most_its_share_of_a_pool() {
+        let config = AutoscaleConfig {
+            spot_type_share: 0.5,
+            ..CONFIG
+        };
+        // One small (200 req/s) serves; 500 more: small × 3 would make 4 of 4 smalls, so
+        // one small (2 of 4) and the rest on the next cheapest type.
+        let pools = [pool("a", 10, 1, 0.0)];
+        let decisions = plan(&steady(700.0), 10, &pools, &offers, &config);
+        let bought: Vec<(String, u32)> = decisions
+            .iter()
+            .filter_map(|d| match &d.action {
+                Action::Launch {
+                    instance_type,
+                    count,
+                    ..
+                } => Some((instance_type.clone(), *count)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            bought,
+            [("small".to_owned(), 1), ("big".to_owned(), 1)],
+            "{decisions:?}"
+        );
+        // No limit: all small.
+        let decisions = plan(&steady(700.0), 10, &pools, &offers, &CONFIG);
+        assert!(matches!(
+            &decisions[..],
+            [Decision { action: Action::Launch { count: 3, instance_type, .. }, .. }] if instance_type == "small"
+        ));
+        // A pool's first instance is never split.
+        let decisions = plan(&steady(100.0), 10, &[pool("a", 10, 0, 0.0)], &offers, &config);
+        assert_eq!(decisions.len(), 1);
     }
 }
