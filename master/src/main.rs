@@ -381,6 +381,7 @@ fn resources(
                     .as_secs_f64(),
                 launch_s: Duration::from_millis(args.provisioning_delay_ms.max(1)).as_secs_f64(),
                 forecast_quantile: share(args.forecast_quantile, "forecast-quantile")?,
+                tracking_utilisation: None,
                 policy: args.policy,
                 sizes_pools: true,
                 importance_weights: true,

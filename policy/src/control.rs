@@ -103,6 +103,9 @@ pub struct ControlConfig {
     /// The quantile of the forecast load the predictive policies plan for (0.5: about
     /// the forecast itself).
     pub forecast_quantile: f64,
+    /// The utilisation target tracking keeps instead of its policy's (0.7 or 0.5), to
+    /// trace its cost against its SLO violations.
+    pub tracking_utilisation: Option<f64>,
     pub policy: Policy,
     /// Off: another optimiser (Ribbon, Kairos) sizes the pools; the loop still measures,
     /// forecasts and reports each pool's demand, and replaces interrupted instances.
@@ -122,6 +125,7 @@ impl Default for ControlConfig {
             importance_window_s: 300.0,
             launch_s: 60.0,
             forecast_quantile: 0.9,
+            tracking_utilisation: None,
             policy: Policy::Cocktail,
             sizes_pools: true,
             importance_weights: true,
@@ -155,10 +159,11 @@ impl ControlConfig {
 
     /// The share of capacity the policy plans to use.
     pub fn utilisation(&self) -> f64 {
-        self.policy
-            .tracked_utilisation()
-            .unwrap_or(self.autoscale.target_utilisation)
-            .clamp(0.05, 1.0)
+        match self.policy.tracked_utilisation() {
+            Some(tracked) => self.tracking_utilisation.unwrap_or(tracked),
+            None => self.autoscale.target_utilisation,
+        }
+        .clamp(0.05, 1.0)
     }
 
     /// Intervals in a day: the season of a seasonal predictor.
@@ -408,8 +413,9 @@ impl Control {
         step
     }
 
+    /// Target tracking has no SLO check of its own.
     fn reactive_enabled(&self) -> bool {
-        self.config.sizes_pools && self.config.policy != Policy::TargetTracking
+        self.config.sizes_pools && self.config.policy.tracked_utilisation().is_none()
     }
 
     /// One more instance for pools missing deadlines (Cocktail: over the last check;
@@ -485,10 +491,9 @@ impl Control {
                 keep: peak(self.config.release_steps()) / utilisation,
                 release_idle_s: interval_s,
             },
-            Policy::Reactive => Target::steady(
-                rate / utilisation,
-                self.config.autoscale.idle_timeout_s,
-            ),
+            Policy::Reactive => {
+                Target::steady(rate / utilisation, self.config.autoscale.idle_timeout_s)
+            }
             Policy::TargetTracking70 | Policy::TargetTracking => Target {
                 buy: rate / utilisation,
                 keep: self.recent.iter().copied().fold(0.0, f64::max) / utilisation,
@@ -958,6 +963,10 @@ mod tests {
             let step = interval(&mut tracking, &mut b, 20.0, 60.0 * k as f64);
             terminations(&step) > 0
         });
-        assert_eq!(first, Some(25), "15 minutes after the burst's minute it scales in");
+        assert_eq!(
+            first,
+            Some(25),
+            "15 minutes after the burst's minute it scales in"
+        );
     }
 }

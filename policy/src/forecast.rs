@@ -137,6 +137,10 @@ mod tests {
             errors.record(vec![100.0; 3]);
         }
         assert_eq!(errors.upper(1, 100.0, 0.9), 100.0);
-        assert_eq!(errors.upper(7, 100.0, 0.9), 100.0, "leads beyond the horizon clamp");
+        assert_eq!(
+            errors.upper(7, 100.0, 0.9),
+            100.0,
+            "leads beyond the horizon clamp"
+        );
     }
 }

@@ -509,7 +509,11 @@ mod tests {
         let seasonal: Vec<f64> = (0..period * 20)
             .map(|t| 100.0 + 50.0 * (std::f64::consts::TAU * t as f64 / period as f64).sin())
             .collect();
-        let hw = rmse(Statistical::HoltWinters.build(period, 3).as_mut(), &seasonal, 3);
+        let hw = rmse(
+            Statistical::HoltWinters.build(period, 3).as_mut(),
+            &seasonal,
+            3,
+        );
         let mut adaptive = Adaptive::new(period, 3, ADAPTIVE_WINDOW);
         let auto = rmse(&mut adaptive, &seasonal, 3);
         let ewma = rmse(Statistical::Ewma.build(period, 3).as_mut(), &seasonal, 3);

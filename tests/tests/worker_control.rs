@@ -143,7 +143,11 @@ async fn a_spot_notice_drains_the_worker_at_the_master() {
         catalog.get("c5.xlarge").unwrap(),
         &catalog.gpu,
     );
-    assert_eq!(entry["packing_factor"].as_u64(), Some(u64::from(planned)), "{entry}");
+    assert_eq!(
+        entry["packing_factor"].as_u64(),
+        Some(u64::from(planned)),
+        "{entry}"
+    );
     assert_eq!(entry["instance_type"], "c5.xlarge");
 
     let pixels = vec![128_u8; 28 * 28];

@@ -72,8 +72,8 @@ fn main() -> anyhow::Result<()> {
         let row: Vec<String> = kinds
             .iter()
             .map(|&kind| {
-                let predictor: Option<Box<dyn predict::Predictor>> = predict::build(kind, season, args.horizon)
-                    .or_else(|| {
+                let predictor: Option<Box<dyn predict::Predictor>> =
+                    predict::build(kind, season, args.horizon).or_else(|| {
                         cocktail_master::resources::learned::Learned::load(&learned_model, None)
                             .ok()
                             .map(|p| Box::new(p) as Box<dyn predict::Predictor>)

@@ -242,11 +242,7 @@ impl Cluster {
         let Some(instance) = chosen.and_then(|id| instances.get_mut(id)) else {
             return Served::NoInstance;
         };
-        let Some(slot) = instance
-            .slots
-            .iter_mut()
-            .min_by(|a, b| a.total_cmp(b))
-        else {
+        let Some(slot) = instance.slots.iter_mut().min_by(|a, b| a.total_cmp(b)) else {
             return Served::NoInstance;
         };
         let start = slot.max(t);

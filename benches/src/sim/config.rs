@@ -99,6 +99,8 @@ pub struct SimConfig {
     pub history: Vec<f64>,
     /// The quantile of the forecast load the predictive policies plan for.
     pub forecast_quantile: f64,
+    /// Target tracking's utilisation instead of its policy's.
+    pub tracking_utilisation: Option<f64>,
     /// Added to the latency target to form the deadline, as `--deadline-grace-ms`.
     pub grace_ms: f64,
     /// One network hop master ↔ worker, added to every answer.
@@ -123,6 +125,7 @@ impl SimConfig {
             importance_window_s: self.importance_window_s,
             launch_s: self.launch_s,
             forecast_quantile: self.forecast_quantile,
+            tracking_utilisation: self.tracking_utilisation,
             policy: self.autoscaler,
             sizes_pools: true,
             importance_weights: self.importance_weights,
@@ -149,6 +152,7 @@ impl SimConfig {
             o2_interval_s: 30.0,
             o2_interval_requests: None,
             forecast_quantile: ControlConfig::default().forecast_quantile,
+            tracking_utilisation: None,
             predictor: Statistical::Auto,
             history: Vec::new(),
             grace_ms: 20.0,

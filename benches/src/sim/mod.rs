@@ -466,10 +466,11 @@ mod tests {
 
     #[test]
     fn capacity_the_forecast_no_longer_needs_goes_and_reactive_waits_for_the_timeout() {
-        // 1,000 req/s for 10 minutes, then 100: packing leaves the spare instances idle,
-        // the predictive autoscaler releases them once its forecast has settled, the
-        // reactive one only after they idled for the 10-minute recycling timeout.
-        let world = world().with_latency_scale(100.0);
+        // 1,000 req/s for 10 minutes, then 100, on models slow enough (1,000×) that pools
+        // need several instances: packing leaves the spare instances idle, the predictive
+        // autoscaler releases them once its forecast has settled, the reactive one only
+        // after they idled for the 10-minute recycling timeout.
+        let world = world().with_latency_scale(1000.0);
         let mut rates = vec![1000.0; 600];
         rates.extend(vec![100.0; 1500]);
         let run_with = |autoscaler| {
@@ -484,7 +485,10 @@ mod tests {
         };
         let cocktail = run_with(Autoscaler::Cocktail);
         let reactive = run_with(Autoscaler::Reactive);
-        assert!(vms(&cocktail, 9) > vms(&cocktail, 20) + 3, "{:?}", cocktail.series.iter().map(|b| b.vms.iter().sum::<usize>()).collect::<Vec<_>>());
+        let total: Vec<usize> = (0..cocktail.series.len())
+            .map(|m| vms(&cocktail, m))
+            .collect();
+        assert!(vms(&cocktail, 9) > vms(&cocktail, 20) + 3, "{total:?}");
         assert!(
             vms(&reactive, 18) > vms(&cocktail, 18),
             "reactive {} vs cocktail {} at minute 18",

@@ -156,18 +156,17 @@ impl Controller {
             sizes_pools: config.mix.is_none(),
             ..config.control.clone()
         };
-        let predictor: Box<dyn Predictor> =
-            match predict::build(
-                config.predictor,
-                control_config.steps_per_day(),
-                control_config.lead_steps(),
-            ) {
-                Some(predictor) => predictor,
-                None => Box::new(crate::resources::learned::Learned::load(
-                    &zoo.root().join(crate::resources::learned::MODEL_FILE),
-                    None,
-                )?),
-            };
+        let predictor: Box<dyn Predictor> = match predict::build(
+            config.predictor,
+            control_config.steps_per_day(),
+            control_config.lead_steps(),
+        ) {
+            Some(predictor) => predictor,
+            None => Box::new(crate::resources::learned::Learned::load(
+                &zoo.root().join(crate::resources::learned::MODEL_FILE),
+                None,
+            )?),
+        };
         for t in &config.instance_types {
             if catalog.get(t).is_none() {
                 return Err(MasterError::invalid(

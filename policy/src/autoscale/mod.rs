@@ -616,7 +616,11 @@ mod tests {
             release_idle_s: 60.0,
         };
         let decisions = plan(&target, 10, &pools, &offers, &CONFIG);
-        assert_eq!(decisions.len(), 1, "800 − 200 still keeps 500: {decisions:?}");
+        assert_eq!(
+            decisions.len(),
+            1,
+            "800 − 200 still keeps 500: {decisions:?}"
+        );
         assert!(decisions[0].reason.contains("500.0 req/s to keep"));
         // Not idle long enough: nothing goes.
         let target = Target {
@@ -659,7 +663,13 @@ mod tests {
             [Decision { action: Action::Launch { count: 3, instance_type, .. }, .. }] if instance_type == "small"
         ));
         // A pool's first instance is never split.
-        let decisions = plan(&steady(100.0), 10, &[pool("a", 10, 0, 0.0)], &offers, &config);
+        let decisions = plan(
+            &steady(100.0),
+            10,
+            &[pool("a", 10, 0, 0.0)],
+            &offers,
+            &config,
+        );
         assert_eq!(decisions.len(), 1);
     }
 }
