@@ -246,7 +246,7 @@ fn section(study: Study, all: &[TraceRuns]) -> String {
          The Cocktail scheme (same selection, voting and spot procurement) with each autoscaler of the shared \
          control loop, 100x models, {:.0} req/s on average, {:.0} simulated hours per trace. `cocktail` and \
          `mark` plan for the {:.0}th percentile of the forecast load (the adaptive predictor's forecast plus \
-         that percentile of its recent errors) over the launch lead, at {:.0} % utilisation, and release what \
+         that percentile of its recent relative errors, at most doubled) over the launch lead, at {:.0} % utilisation, and release what \
          the forecast over the recycling timeout does not need; `reactive` covers the last minute's load and \
          recycles after 10 idle minutes; `target-70` is SageMaker's target tracking (capacity for the last \
          minute's load over 0.7, scale-in only below the highest load of the last 15 minutes); `target-2x` \

@@ -148,7 +148,7 @@ struct ResourceArgs {
     #[arg(long, env = "COCKTAIL_PREDICTOR", value_enum, default_value_t = PredictorKind::Auto)]
     predictor: PredictorKind,
     /// The quantile of the forecast load the predictive policies plan for, in [0, 1]
-    /// (the forecast plus that quantile of its recent errors).
+    /// (the forecast raised by that quantile of its recent relative errors, at most doubled).
     #[arg(long, env = "COCKTAIL_FORECAST_QUANTILE", default_value_t = 0.9)]
     forecast_quantile: f64,
     /// The share of a pool's capacity the plan uses, in (0, 1] (headroom for the load

@@ -6,6 +6,11 @@
 //! The errors are the predictor's own, measured on the trace as it arrives: every
 //! interval the loop records its forecast for each lead `k = 1..=H`; when the interval `k`
 //! steps later closes, the rate it measured scores that forecast. Any predictor works.
+//!
+//! Errors are relative to the forecast (a load's noise and bursts grow with it), so the
+//! planned quantile falls with the forecast when the load goes away instead of holding
+//! capacity for a burst long past; and the margin is at most the forecast again (a step
+//! from nothing would otherwise be an unbounded relative error).
 
 use std::collections::VecDeque;
 
@@ -19,7 +24,7 @@ pub struct ForecastErrors {
     /// The forecasts of the last `horizon` intervals, newest last: `made[i][k - 1]` is
     /// the rate forecast `k` steps after interval `i`.
     made: VecDeque<Vec<f64>>,
-    /// Per lead `k` (index `k - 1`): measured minus forecast, the last `window` of them.
+    /// Per lead `k` (index `k - 1`): (measured − forecast) / forecast, the last `window`.
     errors: Vec<VecDeque<f64>>,
 }
 
@@ -47,7 +52,7 @@ impl ForecastErrors {
             let (Some(forecast), Some(errors)) = (made.get(k), self.errors.get_mut(k)) else {
                 continue;
             };
-            errors.push_back(measured - forecast);
+            errors.push_back((measured - forecast) / forecast.max(f64::MIN_POSITIVE));
             if errors.len() > self.window {
                 errors.pop_front();
             }
@@ -65,9 +70,9 @@ impl ForecastErrors {
     }
 
     /// The `q` quantile of the load `k` steps ahead given its `forecast`: the forecast
-    /// plus the `q` quantile (nearest rank) of the errors at that lead, never below the
-    /// forecast itself (the plan never buys less than the mean). With fewer than
-    /// [`MIN_ERRORS`] errors at the lead, the forecast.
+    /// times one plus the `q` quantile (nearest rank) of the relative errors at that lead,
+    /// that margin clamped to [0, 1] (never below the forecast, at most twice it). With
+    /// fewer than [`MIN_ERRORS`] errors at the lead, the forecast.
     pub fn upper(&self, k: usize, forecast: f64, q: f64) -> f64 {
         let Some(errors) = self.errors.get(k.clamp(1, self.horizon) - 1) else {
             return forecast;
@@ -79,10 +84,10 @@ impl ForecastErrors {
         sorted.sort_by(f64::total_cmp);
         let rank = ((sorted.len() as f64 * q.clamp(0.0, 1.0)).ceil() as usize).max(1);
         let error = sorted.get(rank - 1).copied().unwrap_or(0.0);
-        forecast + error.max(0.0)
+        forecast * (1.0 + error.clamp(0.0, 1.0))
     }
 
-    /// Root mean square error at lead `k`, once errors were seen there.
+    /// Root mean square relative error at lead `k`, once errors were seen there.
     pub fn rmse(&self, k: usize) -> Option<f64> {
         let errors = self.errors.get(k.clamp(1, self.horizon) - 1)?;
         if errors.is_empty() {
@@ -105,12 +110,12 @@ mod tests {
         // Interval 1 measures 12: lead 1 missed by +2.
         errors.observe(12.0);
         errors.record(vec![30.0, 40.0]);
-        // Interval 2 measures 25: interval 0's lead 2 missed by +5, interval 1's lead 1 by −5.
+        // Interval 2 measures 25: interval 0's lead 2 missed by +5 of 20, interval 1's
+        // lead 1 by −5 of 30.
         errors.observe(25.0);
-        assert_eq!(errors.errors[0], [2.0, -5.0]);
-        assert_eq!(errors.errors[1], [5.0]);
-        assert!((errors.rmse(1).unwrap() - (14.5_f64).sqrt()).abs() < 1e-12);
-        assert_eq!(errors.rmse(2), Some(5.0));
+        assert_eq!(errors.errors[0], [0.2, -5.0 / 30.0]);
+        assert_eq!(errors.errors[1], [0.25]);
+        assert_eq!(errors.rmse(2), Some(0.25));
     }
 
     #[test]
@@ -123,10 +128,23 @@ mod tests {
         }
         // 39 errors, 0..=19 each about twice: the 90th percentile is 17 or 18.
         let upper = errors.upper(1, 100.0, 0.9);
-        assert!((117.0..=118.0).contains(&upper), "{upper}");
+        assert!((117.0..=118.01).contains(&upper), "{upper}");
         // The median error is about 9; never below the forecast.
-        assert!((108.0..=110.0).contains(&errors.upper(1, 100.0, 0.5)));
+        assert!((108.0..=110.01).contains(&errors.upper(1, 100.0, 0.5)));
         assert_eq!(errors.upper(1, 100.0, 0.0), 100.0);
+        // The margin scales with the forecast, so it goes when the load does.
+        assert!((errors.upper(1, 10.0, 0.9) - 11.75).abs() < 0.1);
+        assert_eq!(errors.upper(1, 0.0, 0.9), 0.0);
+    }
+
+    #[test]
+    fn a_step_from_nothing_at_most_doubles_the_plan() {
+        let mut errors = ForecastErrors::new(1, 100);
+        for t in 0..20 {
+            errors.observe(if t < 10 { 0.0 } else { 50.0 });
+            errors.record(vec![if t < 11 { 0.0 } else { 50.0 }]);
+        }
+        assert_eq!(errors.upper(1, 50.0, 0.99), 100.0);
     }
 
     #[test]
