@@ -119,7 +119,7 @@ async fn a_spot_notice_drains_the_worker_at_the_master() {
         "--imds-poll-ms",
         "100",
         "--instance-type",
-        "c5.xlarge",
+        "c5a.2xlarge",
     ]
     .iter()
     .map(|s| (*s).to_owned())
@@ -140,7 +140,7 @@ async fn a_spot_notice_drains_the_worker_at_the_master() {
     let catalog = cocktail_common::catalog::Catalog::embedded().unwrap();
     let planned = cocktail_common::catalog::packing_factor(
         zoo.model("mlp_med").unwrap().profile.as_ref(),
-        catalog.get("c5.xlarge").unwrap(),
+        catalog.get("c5a.2xlarge").unwrap(),
         &catalog.gpu,
     );
     assert_eq!(
@@ -148,7 +148,7 @@ async fn a_spot_notice_drains_the_worker_at_the_master() {
         Some(u64::from(planned)),
         "{entry}"
     );
-    assert_eq!(entry["instance_type"], "c5.xlarge");
+    assert_eq!(entry["instance_type"], "c5a.2xlarge");
 
     let pixels = vec![128_u8; 28 * 28];
     let body = image_request(
