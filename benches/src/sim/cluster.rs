@@ -47,7 +47,8 @@ pub enum Served {
 
 #[derive(Debug, Default)]
 struct Pool {
-    /// Its serving instances, in the order they came up (packing's tie-break).
+    /// Its serving instances, in the order they came up (packing's tie-break); an
+    /// instance leaves when it stops serving, never on the per-call path.
     members: Vec<usize>,
     /// Member calls and deadline misses since the start.
     calls: u64,
@@ -186,14 +187,17 @@ impl Cluster {
     pub fn stop_serving(&mut self, id: usize) {
         if let Some(i) = self.instances.get_mut(id) {
             i.serving = false;
+            if let Some(pool) = self.pools.get_mut(i.pool) {
+                pool.members.retain(|&m| m != id);
+            }
         }
     }
 
     /// Stops billing the instance.
     pub fn end(&mut self, id: usize, now: f64) {
         self.bill_one(id, now);
+        self.stop_serving(id);
         if let Some(i) = self.instances.get_mut(id) {
-            i.serving = false;
             i.ended.get_or_insert(now);
         }
         self.live.retain(|&l| l != id);
@@ -209,8 +213,6 @@ impl Cluster {
         };
         p.calls += 1;
         let instances = &mut self.instances;
-        p.members
-            .retain(|&id| instances.get(id).is_some_and(|i| i.serving));
         // The fullest instance with a slot free at `t`, as the live load balancer packs.
         let packed = packing::choose(p.members.iter().map(|&id| {
             let slots = instances.get(id).map_or(&[][..], |i| &i.slots[..]);
