@@ -385,14 +385,15 @@ impl LoadgenConfig {
 
 /// [`run`] with the zoo's constraint types and test items for the config's task.
 pub async fn run_zoo(zoo: &Zoo, config: &LoadgenConfig) -> anyhow::Result<LoadReport> {
-    let types = types_for(zoo, &config.task)?;
+    let types = types_for(zoo, &config.task, 1.0)?;
     let (inputs, labels) = inputs(zoo, &config.task)?;
     run(config, &types, Arc::new(inputs), Arc::new(labels), None).await
 }
 
-/// The constraint types for a task of the zoo, as the simulator uses them.
-pub fn types_for(zoo: &Zoo, task: &str) -> anyhow::Result<Vec<ConstraintType>> {
-    let tables = cocktail_master::serving::tasks::from_zoo(zoo, 1.0);
+/// The constraint types for a task of the zoo, as the simulator uses them, for models
+/// `latency_scale` times slower than profiled (a master emulating slower types).
+pub fn types_for(zoo: &Zoo, task: &str, latency_scale: f64) -> anyhow::Result<Vec<ConstraintType>> {
+    let tables = cocktail_master::serving::tasks::from_zoo(zoo, 1.0, latency_scale);
     let table = tables
         .get(task)
         .with_context(|| format!("the zoo has no task `{task}`"))?;

@@ -49,7 +49,7 @@ pub fn run(zoo_path: Option<&Path>, args: &LoadgenArgs) -> anyhow::Result<()> {
         admin_token: auth::admin_token_for_tools(),
         api_key: auth::from_env_or_file(API_KEY_ENV, None)?,
     };
-    let types = loadgen::types_for(&zoo, &config.task)?;
+    let types = loadgen::types_for(&zoo, &config.task, args.trace.latency_scale()?)?;
     let (inputs, labels) = loadgen::inputs(&zoo, &config.task)?;
     let bar = ProgressBar::new(config.rates.len() as u64).with_style(
         ProgressStyle::with_template("loadgen [{bar:40}] {pos}/{len} s ({elapsed})")?

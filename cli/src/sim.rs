@@ -42,9 +42,21 @@ pub struct TraceArgs {
     /// fashion or sentiment.
     #[arg(long, default_value = "fashion")]
     pub task: String,
+    /// Models this many times slower than profiled, and the constraint types with them:
+    /// a master whose workers emulate their types `--emulate-scale` times slower.
+    #[arg(long, default_value_t = 1.0)]
+    pub latency_scale: f64,
 }
 
 impl TraceArgs {
+    /// `--latency-scale`, checked.
+    pub fn latency_scale(&self) -> anyhow::Result<f64> {
+        if !(self.latency_scale >= 1.0 && self.latency_scale.is_finite()) {
+            anyhow::bail!("`--latency-scale` must be a number of at least 1");
+        }
+        Ok(self.latency_scale)
+    }
+
     /// One rate per second, scaled to `--rate`.
     pub fn rates(&self) -> anyhow::Result<Vec<f64>> {
         if !(self.rate > 0.0 && self.rate.is_finite()) {
@@ -146,7 +158,8 @@ pub fn configs(args: &SimArgs, rates: &[f64]) -> anyhow::Result<Vec<SimConfig>> 
 
 pub fn run(zoo_path: Option<&Path>, args: &SimArgs) -> anyhow::Result<()> {
     let zoo = Zoo::load(Zoo::locate(zoo_path)?)?;
-    let world = World::load(&zoo, &args.trace.task)?;
+    let world =
+        World::load(&zoo, &args.trace.task)?.with_latency_scale(args.trace.latency_scale()?);
     let rates = args.trace.rates()?;
     let configs = configs(args, &rates)?;
     let mut results = Vec::new();

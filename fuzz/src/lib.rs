@@ -28,7 +28,7 @@ pub static ZOO: LazyLock<Zoo> = LazyLock::new(|| {
 
 /// The master's task tables, as `Master::new` builds them.
 pub static TASKS: LazyLock<BTreeMap<String, Arc<TaskTable>>> = LazyLock::new(|| {
-    tasks::from_zoo(&ZOO, MasterConfig::default().weight_prior)
+    tasks::from_zoo(&ZOO, MasterConfig::default().weight_prior, 1.0)
         .into_iter()
         .map(|(name, table)| (name, Arc::new(table)))
         .collect()

@@ -181,7 +181,9 @@ struct ResourceArgs {
     /// Instance types the controller may buy (comma-separated; default: the whole catalog).
     #[arg(long, env = "COCKTAIL_INSTANCE_TYPES", value_delimiter = ',')]
     instance_types: Vec<String>,
-    /// Models whose pools are managed (comma-separated; default: every zoo model).
+    /// Models whose pools are managed (comma-separated; default: every zoo model). Named
+    /// models are pinned: always kept at the minimum. Otherwise a pool is kept while an
+    /// ensemble uses its model, as the simulator does.
     #[arg(long, env = "COCKTAIL_MODELS", value_delimiter = ',')]
     models: Vec<String>,
     /// The instance catalog (default: the embedded one).

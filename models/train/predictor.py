@@ -1,6 +1,8 @@
-"""Trains the learned load predictor (issue 5): a small MLP that forecasts the request
-rate `HORIZON` intervals ahead from the last `WINDOW` rates, exported to ONNX for the
-master (`--predictor learned`).
+"""Trains the learned load predictor (issues 5 and 20): a small MLP that forecasts the
+request rate 1 to `HORIZON` intervals ahead (one output per lead) from the last `WINDOW`
+rates, exported to ONNX for the master (`--predictor learned`): the autoscaler plans for
+the peak over the launch lead and keeps capacity for the recycling timeout, so it needs
+every lead, not only the last.
 
 Scale-free: the inputs are the window divided by its mean and the output is the future
 rate over that same mean, so one model serves any load level. The training traces come
@@ -31,7 +33,7 @@ def windows(rates):
         window = rates[t - WINDOW:t]
         scale = max(window.mean(), 1e-6)
         xs.append(window / scale)
-        ys.append(rates[t + HORIZON - 1] / scale)
+        ys.append(rates[t:t + HORIZON] / scale)
     return xs, ys
 
 

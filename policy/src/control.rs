@@ -191,6 +191,10 @@ pub struct PoolMeasure {
     /// Some ensemble uses the model (or it is managed regardless). Pools out of use get
     /// no minimum and their idle instances go.
     pub in_use: bool,
+    /// The tightest latency target of the ensembles that use the model: types slower
+    /// than it are not bought (MArk's filter). `None`: no target known.
+    #[serde(default)]
+    pub slo_ms: Option<f64>,
     /// What each allowed instance type costs the pool now.
     pub offers: Vec<Offer>,
 }
@@ -580,12 +584,13 @@ impl Control {
                 requests: requests(p),
                 instances: p.instances.clone(),
                 slo_violations: slo(p),
+                booting: p.booting,
             })
             .collect();
         let offers = measurements
             .pools
             .iter()
-            .map(|p| (p.model.clone(), p.offers.clone()))
+            .map(|p| (p.model.clone(), autoscale::within_slo(&p.offers, p.slo_ms)))
             .collect();
         (states, offers)
     }
@@ -636,7 +641,8 @@ fn retire_idle(measurements: &Measurements, config: &AutoscaleConfig) -> Vec<Dec
 /// cover.
 fn replacement(notice: &Interruption, measurements: &Measurements) -> Option<Decision> {
     let pool = measurements.pools.iter().find(|p| p.model == notice.pool)?;
-    let usable = pool.offers.iter().filter(|o| o.packing_factor > 0);
+    let offers = autoscale::within_slo(&pool.offers, pool.slo_ms);
+    let usable = offers.iter().filter(|o| o.packing_factor > 0);
     let offer = usable
         .clone()
         .filter(|o| o.burstable && !o.gpu)
@@ -683,6 +689,7 @@ mod tests {
             spot: true,
             gpu: false,
             burstable,
+            latency_ms: if burstable { 40.0 } else { 10.0 },
         }
     }
 
@@ -705,6 +712,7 @@ mod tests {
                 .collect(),
             booting: false,
             in_use: true,
+            slo_ms: None,
             offers: vec![
                 offer("c5.large", 2, 0.085, false),
                 offer("t3.medium", 1, 0.04, true),
@@ -851,6 +859,36 @@ mod tests {
                 price_per_hour: 0.04
             }
         );
+    }
+
+    #[test]
+    fn types_too_slow_for_the_pools_latency_target_are_not_bought() {
+        // t3.medium is cheaper per request but takes 40 ms: a pool serving a 20 ms target
+        // buys c5.large; with no target, or a 50 ms one, the cheaper type.
+        let bought = |slo_ms: Option<f64>| {
+            let control = control(Policy::Reactive);
+            let mut a = pool("a", 0, 0, 0);
+            a.slo_ms = slo_ms;
+            a.offers[1].price_per_hour = 0.001;
+            let m = Measurements {
+                pools: vec![a],
+                ..Measurements::default()
+            };
+            match &control.warm_start(&m)[..] {
+                [
+                    Decision {
+                        action: Action::Launch { instance_type, .. },
+                        ..
+                    },
+                ] => instance_type.clone(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(bought(Some(20.0)), "c5.large");
+        assert_eq!(bought(Some(50.0)), "t3.medium");
+        assert_eq!(bought(None), "t3.medium");
+        // No type fits 5 ms: the fastest still serves.
+        assert_eq!(bought(Some(5.0)), "c5.large");
     }
 
     #[test]

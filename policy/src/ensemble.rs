@@ -130,3 +130,45 @@ impl Ensemble {
         self.window.labelled
     }
 }
+
+/// Per model (of `models`), the tightest latency target among `(latency_ms, members)`
+/// pairs that use it; `None` for a model none uses. The autoscalers buy a pool only
+/// types fast enough for it, the live master and the simulator from their ensembles.
+pub fn tightest_targets<'a>(
+    ensembles: impl IntoIterator<Item = (f64, &'a [usize])>,
+    models: usize,
+) -> Vec<Option<f64>> {
+    let mut targets: Vec<Option<f64>> = vec![None; models];
+    for (latency_ms, members) in ensembles {
+        for &m in members {
+            if let Some(t) = targets.get_mut(m) {
+                *t = Some(t.map_or(latency_ms, |t| t.min(latency_ms)));
+            }
+        }
+    }
+    targets
+}
+
+/// [`tightest_targets`] of the ensembles' constraints and members: `Some` exactly for the
+/// models in use.
+pub fn targets_of(ensembles: &[Ensemble], models: usize) -> Vec<Option<f64>> {
+    tightest_targets(
+        ensembles
+            .iter()
+            .map(|e| (e.constraint.latency_ms, e.members.as_slice())),
+        models,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_models_target_is_the_tightest_of_the_ensembles_using_it() {
+        let a = [0, 1];
+        let b = [1, 2];
+        let targets = tightest_targets([(30.0, &a[..]), (10.0, &b[..])], 4);
+        assert_eq!(targets, [Some(30.0), Some(10.0), Some(10.0), None]);
+    }
+}

@@ -40,6 +40,15 @@ impl Candidate {
             packing_factor: profile.and_then(|p| p.packing_factor(1)).unwrap_or(1),
         }
     }
+
+    /// The same model `factor` times slower: workers emulating their instance types
+    /// `--emulate-scale` times slower, and the simulator's paper-sized latencies.
+    pub fn scaled(&self, factor: f64) -> Self {
+        Self {
+            latency_ms: self.latency_ms * factor,
+            ..self.clone()
+        }
+    }
 }
 
 /// The user's primary objective (Cocktail §5.1).

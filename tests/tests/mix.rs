@@ -292,7 +292,7 @@ async fn the_controller_mixes_types_with_kairos_and_the_dispatcher_matches() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_controller_measures_one_ribbon_configuration_per_interval() {
+async fn the_controller_measures_ribbon_configurations_once_they_have_settled() {
     let (_mongo, cluster, mongo_url) = start(&[
         "--pool-mix",
         "ribbon",
@@ -307,15 +307,24 @@ async fn the_controller_measures_one_ribbon_configuration_per_interval() {
     ])
     .await;
     let items = fashion_items();
-    // Load for five intervals: each one measures the configuration the previous set.
-    let ok = batched_load(&cluster, &items, 6.0, 20.0).await;
+    // Load for eight intervals: a configuration is deployed in one, serves the whole
+    // next one, and is measured by it.
+    let ok = batched_load(&cluster, &items, 6.0, 32.0).await;
     assert!(ok > 0);
     let decisions = mix_decisions(&cluster).await;
     let ribbon: Vec<&Value> = decisions
         .iter()
         .filter(|d| d["optimiser"] == "ribbon")
         .collect();
-    assert!(ribbon.len() >= 3, "{decisions:?}");
+    assert!(ribbon.len() >= 5, "{decisions:?}");
+    let measured_of = |d: &Value| d["evidence"]["measured"].as_array().unwrap().len();
+    for pair in ribbon.windows(2) {
+        if measured_of(pair[1]) > measured_of(pair[0]) {
+            // Measured only by a window that started with the configuration in place.
+            assert_eq!(pair[0]["evidence"]["settled"], true, "{pair:?}");
+            assert_eq!(pair[1]["current"], pair[0]["config"], "{pair:?}");
+        }
+    }
     let last = ribbon.last().unwrap();
     let measured = last["evidence"]["measured"].as_array().unwrap();
     assert!(!measured.is_empty(), "{last}");

@@ -62,7 +62,7 @@ async fn the_simulator_agrees_with_the_live_system_on_the_same_trace() {
         MODELS,
     )
     .await;
-    let types = loadgen::types_for(&zoo, "fashion").unwrap();
+    let types = loadgen::types_for(&zoo, "fashion", 1.0).unwrap();
     let (inputs, labels) = loadgen::inputs(&zoo, "fashion").unwrap();
     let live = loadgen::run(
         &LoadgenConfig {

@@ -63,8 +63,9 @@ pub struct Cluster {
     pools: Vec<Pool>,
     /// Per pool: the model's latency per call in seconds.
     service_s: Vec<f64>,
-    /// Per pool and catalog type: Pf.
+    /// Per pool and catalog type: Pf, and the model's latency in ms.
     packing: Vec<Vec<u32>>,
+    type_latency: Vec<Vec<f64>>,
     pub instances: Vec<Instance>,
     /// Instances not yet ended, for billing and revocations.
     live: Vec<usize>,
@@ -73,13 +74,14 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// `latency_ms[pool]` and `packing[pool][type]` come from the profile; `allowed` are
-    /// the catalog types that may be bought.
+    /// `latency_ms[pool]`, `packing[pool][type]` and `type_latency[pool][type]` come from
+    /// the profile; `allowed` are the catalog types that may be bought.
     pub fn new(
         catalog: Catalog,
         allowed: Vec<usize>,
         latency_ms: &[f64],
         packing: Vec<Vec<u32>>,
+        type_latency: Vec<Vec<f64>>,
         seed: u64,
     ) -> Self {
         Self {
@@ -89,6 +91,7 @@ impl Cluster {
             pools: latency_ms.iter().map(|_| Pool::default()).collect(),
             service_s: latency_ms.iter().map(|ms| ms / 1000.0).collect(),
             packing,
+            type_latency,
             instances: Vec::new(),
             live: Vec::new(),
             cost: 0.0,
@@ -112,9 +115,16 @@ impl Cluster {
             .iter()
             .filter_map(|&k| {
                 let ty = self.instance_type(k)?;
+                let latency_ms = self
+                    .type_latency
+                    .get(pool)
+                    .and_then(|l| l.get(k))
+                    .copied()
+                    .unwrap_or(0.0);
                 Some(Offer::priced(
                     ty,
                     self.packing_of(pool, k),
+                    latency_ms,
                     self.prices.price(ty, t),
                     self.catalog.bid(ty),
                     spot,
@@ -329,13 +339,15 @@ impl Cluster {
         counts
     }
 
-    /// The control loop's measure of one pool at `now` (`spot`: whether it may buy spot).
+    /// The control loop's measure of one pool at `now`: `slo_ms` is the tightest latency
+    /// target of the ensembles using it (`None`: out of use), `spot` whether it may buy
+    /// spot.
     pub fn measure(
         &self,
         pool: usize,
         model: &str,
         latency_ms: f64,
-        in_use: bool,
+        slo_ms: Option<f64>,
         spot: bool,
         now: f64,
     ) -> PoolMeasure {
@@ -347,7 +359,8 @@ impl Cluster {
             misses,
             recent_miss_share: None,
             booting: self.booting(pool, now),
-            in_use,
+            in_use: slo_ms.is_some(),
+            slo_ms,
             offers: self.offers(pool, spot, now),
             instances: self
                 .live

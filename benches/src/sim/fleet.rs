@@ -49,13 +49,14 @@ pub(super) struct Fleet {
 
 impl Fleet {
     /// Runs the control loop at `at` until nothing more is due there: measure, step,
-    /// carry out. `used[pool]`: some ensemble uses the pool; `spot`: the scheme buys spot.
+    /// carry out. `targets[pool]`: the tightest latency target of the ensembles using the
+    /// pool (`None`: out of use); `spot`: the scheme buys spot.
     #[allow(clippy::too_many_arguments)]
     pub fn control(
         &mut self,
         control: &mut Control,
         world: &World,
-        used: &[bool],
+        targets: &[Option<f64>],
         requests: u64,
         mut interruptions: Vec<Interruption>,
         at: f64,
@@ -70,9 +71,9 @@ impl Fleet {
                     .zip(&world.candidates)
                     .enumerate()
                     .map(|(p, (model, candidate))| {
-                        let in_use = used.get(p).copied().unwrap_or(false);
+                        let target = targets.get(p).copied().flatten();
                         self.cluster
-                            .measure(p, model, candidate.latency_ms, in_use, spot, at)
+                            .measure(p, model, candidate.latency_ms, target, spot, at)
                     })
                     .collect(),
                 interruptions: std::mem::take(&mut interruptions),

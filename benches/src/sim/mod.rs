@@ -21,7 +21,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use cocktail_policy::control::Control;
-use cocktail_policy::ensemble::Ensemble;
+use cocktail_policy::ensemble::targets_of;
 use cocktail_policy::voting::{self, ClassWeights, Voter};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -66,6 +66,7 @@ pub fn run(
         allowed,
         &latency_ms,
         world.packing.clone(),
+        world.type_latency.clone(),
         config.seed,
     );
     let mut weights = ClassWeights::seeded(&world.class_accuracy, config.weight_prior);
@@ -172,12 +173,20 @@ pub fn run(
                 fleet.cluster.bill(at);
                 let interruptions = fleet.revoke(world, at, chaos, &mut rng);
                 if !interruptions.is_empty() {
-                    let used = used_pools(&ensembles, models.len());
-                    fleet.control(&mut control, world, &used, arrived, interruptions, at, spot);
+                    let targets = targets_of(&ensembles, models.len());
+                    fleet.control(
+                        &mut control,
+                        world,
+                        &targets,
+                        arrived,
+                        interruptions,
+                        at,
+                        spot,
+                    );
                 }
             } else if at == next_control {
-                let used = used_pools(&ensembles, models.len());
-                fleet.control(&mut control, world, &used, arrived, Vec::new(), at, spot);
+                let targets = targets_of(&ensembles, models.len());
+                fleet.control(&mut control, world, &targets, arrived, Vec::new(), at, spot);
             } else if at == next_o2 {
                 next_o2 += config.o2_interval_s;
                 for (ensemble, dropped) in ensembles.iter_mut().zip(&mut dropped) {
@@ -299,10 +308,10 @@ pub fn run(
         }
     }
     fleet.cluster.bill(duration);
-    let used = used_pools(&ensembles, models.len());
+    let used = targets_of(&ensembles, models.len());
     let ever: Vec<bool> = (0..models.len())
         .map(|p| {
-            used.get(p).copied().unwrap_or(false)
+            used.get(p).is_some_and(Option::is_some)
                 || series.iter().any(|b| b.vms.get(p).is_some_and(|&v| v > 0))
         })
         .collect();
@@ -366,19 +375,6 @@ pub fn run(
         elapsed_s: started.elapsed().as_secs_f64(),
         latencies,
     }
-}
-
-/// Which model pools some ensemble uses now.
-fn used_pools(ensembles: &[Ensemble], models: usize) -> Vec<bool> {
-    let mut used = vec![false; models];
-    for e in ensembles {
-        for &m in &e.members {
-            if let Some(u) = used.get_mut(m) {
-                *u = true;
-            }
-        }
-    }
-    used
 }
 
 #[cfg(test)]

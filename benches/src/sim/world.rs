@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use cocktail_common::catalog::{self, Catalog};
+use cocktail_common::latency::BatchLatency;
 use cocktail_common::{Predictions, Zoo};
 use cocktail_policy::selection::Candidate;
 
@@ -23,6 +24,10 @@ pub struct World {
     pub catalog: Catalog,
     /// `packing[model][type]`: Pf of the model on each catalog type.
     pub packing: Vec<Vec<u32>>,
+    /// `type_latency[model][type]`: the model's single-request latency on each catalog
+    /// type in ms (its profile fitted and carried to the type; the model's profiled
+    /// latency when it has no profile), for MArk's per-type latency filter.
+    pub type_latency: Vec<Vec<f64>>,
 }
 
 impl World {
@@ -54,6 +59,22 @@ impl World {
                     .collect()
             })
             .collect();
+        let type_latency = entries
+            .iter()
+            .zip(&candidates)
+            .map(|(m, c)| {
+                let fitted = m.profile.as_ref().and_then(BatchLatency::fit);
+                catalog
+                    .types
+                    .iter()
+                    .map(|ty| {
+                        fitted
+                            .as_ref()
+                            .map_or(c.latency_ms, |l| l.ms_on(ty, &catalog.gpu, 1))
+                    })
+                    .collect()
+            })
+            .collect();
         Ok(Self {
             task: task.to_owned(),
             types: workload::constraint_types(&candidates),
@@ -66,6 +87,7 @@ impl World {
             candidates,
             catalog,
             packing,
+            type_latency,
         })
     }
 }
@@ -91,6 +113,11 @@ impl World {
             labels: self.labels.clone(),
             catalog: self.catalog.clone(),
             packing: self.packing.clone(),
+            type_latency: self
+                .type_latency
+                .iter()
+                .map(|per_type| per_type.iter().map(|ms| ms * factor).collect())
+                .collect(),
         }
     }
 }

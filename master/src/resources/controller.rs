@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 use std::time::Duration;
 
 use cocktail_common::catalog::{self, Catalog, InstanceType};
+use cocktail_common::latency::BatchLatency;
 use cocktail_common::{Profile, Zoo};
 use cocktail_policy::autoscale::{self, Action, Decision, InstanceState, Offer};
 pub use cocktail_policy::control::Policy;
@@ -56,7 +57,8 @@ pub struct ControllerConfig {
     pub spot: bool,
     /// Instance types the controller may buy (empty: all of the catalog).
     pub instance_types: Vec<String>,
-    /// Models whose pools it manages (empty: every model of the zoo).
+    /// Models whose pools it manages (empty: every model of the zoo); named models are
+    /// pinned (always in use).
     pub models: Vec<String>,
     /// Track SLO violations over each model's last M member calls (MArk §4.4) instead
     /// of over the last reactive interval.
@@ -92,11 +94,13 @@ impl Default for ControllerConfig {
     }
 }
 
-/// What the controller knows of one managed model.
+/// What the controller knows of one managed model: its profile, its single-request
+/// latency and its batch latency per type (both as slow as the workers emulate them).
 #[derive(Debug, Clone)]
 struct ModelInfo {
     profile: Option<Profile>,
     latency_ms: f64,
+    batch_latency: Option<BatchLatency>,
 }
 
 /// The last view of a pool, for `/v1/pools`.
@@ -175,17 +179,22 @@ impl Controller {
                 ));
             }
         }
+        let scale = master.config.speed_scale;
         let mut models = HashMap::new();
         for m in zoo.models() {
             if !config.models.is_empty() && !config.models.contains(&m.name) {
                 continue;
             }
-            let latency_ms = Candidate::of(m).latency_ms;
             models.insert(
                 m.name.clone(),
                 ModelInfo {
                     profile: m.profile.clone(),
-                    latency_ms,
+                    latency_ms: Candidate::of(m).scaled(scale).latency_ms,
+                    batch_latency: m
+                        .profile
+                        .as_ref()
+                        .and_then(BatchLatency::fit)
+                        .map(|l| l.scaled(scale)),
                 },
             );
         }
@@ -197,6 +206,7 @@ impl Controller {
                 ));
             }
         }
+        master.manage(models.keys().cloned());
         let (notices, notices_in) = mpsc::unbounded_channel();
         let started = now_s();
         Ok(Arc::new(Self {
@@ -409,14 +419,21 @@ impl Controller {
             .collect()
     }
 
-    /// What each type costs a pool now: spot under the bid, else on-demand.
+    /// What each type costs a pool now (spot under the bid, else on-demand), and how
+    /// fast the model runs there.
     fn offers_for(&self, model: &str) -> Vec<Offer> {
-        let profile = self.models.get(model).and_then(|m| m.profile.as_ref());
+        let info = self.models.get(model);
+        let profile = info.and_then(|m| m.profile.as_ref());
         self.allowed_types()
             .map(|ty| {
+                let latency_ms = info.map_or(0.0, |m| {
+                    m.batch_latency
+                        .map_or(m.latency_ms, |l| l.ms_on(ty, &self.catalog.gpu, 1))
+                });
                 Offer::priced(
                     ty,
                     catalog::packing_factor(profile, ty, &self.catalog.gpu),
+                    latency_ms,
                     self.provider.spot_price(ty),
                     self.catalog.bid(ty),
                     self.config.spot,
@@ -441,8 +458,10 @@ impl Controller {
     /// What the control loop sees now: the usage counters, every managed pool with its
     /// instances and offers, and `interruptions`. Interrupted instances still count
     /// until they go: the interruption's replacement is launched by the loop, and
-    /// counting neither would make the next interval launch a second one. Every managed
-    /// pool is in use: the live master keeps a minimum of each, ready for any ensemble.
+    /// counting neither would make the next interval launch a second one. A pool is in
+    /// use, as in the simulator, while some ensemble uses its model (its latency target
+    /// the tightest of theirs); before the first ensemble, and for models pinned with
+    /// `--models`, always.
     async fn measure(
         &self,
         interruptions: Vec<control::Interruption>,
@@ -462,6 +481,7 @@ impl Controller {
             .collect();
         let now = now_s();
         let standbys = self.standbys.lock().all.clone();
+        let in_use = self.master.models_in_use();
         let mut names: Vec<&String> = self.models.keys().collect();
         names.sort();
         let pools = names
@@ -496,7 +516,9 @@ impl Controller {
                         .map(|r| r.get(model).copied().unwrap_or(0.0)),
                     instances,
                     booting: own().any(|r| r.status == InstanceStatus::Provisioning),
-                    in_use: true,
+                    in_use: self.config.models.contains(model)
+                        || in_use.as_ref().is_none_or(|u| u.contains_key(model)),
+                    slo_ms: in_use.as_ref().and_then(|u| u.get(model).copied()),
                     offers: self.offers_for(model),
                 }
             })

@@ -1,7 +1,7 @@
 //! The learned load predictor: a small MLP trained offline on generated traces
 //! (`models/train/predictor.py`) and run through ONNX Runtime. It sees the last 30 rates
-//! divided by their mean and answers the rate 10 intervals ahead over that mean, so it
-//! works at any load level. Until it has seen 30 rates it forecasts their mean.
+//! divided by their mean and answers the rates 1 to 10 intervals ahead over that mean,
+//! so it works at any load level. Until it has seen 30 rates it forecasts their mean.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -16,6 +16,8 @@ use parking_lot::Mutex;
 
 /// Rates the model reads.
 pub const WINDOW: usize = 30;
+/// Leads the model answers (1 to `HORIZON` intervals ahead, in order).
+pub const HORIZON: usize = 10;
 /// The model's file, relative to the zoo's folder.
 pub const MODEL_FILE: &str = "predictors/load_mlp.onnx";
 
@@ -50,7 +52,8 @@ impl Learned {
         }
     }
 
-    fn run(&self) -> Option<f64> {
+    /// The forecast `steps` intervals ahead (the model's last lead beyond it).
+    fn run(&self, steps: usize) -> Option<f64> {
         let scale = self.mean().max(1e-6);
         let input = Array2::from_shape_vec(
             (1, WINDOW),
@@ -62,7 +65,8 @@ impl Learned {
         let outputs = session.run(ort::inputs!["rates" => tensor]).ok()?;
         let (_, value) = outputs.iter().next()?;
         let (_, data) = value.try_extract_tensor::<f32>().ok()?;
-        data.first().map(|v| f64::from(*v) * scale)
+        data.get(steps.clamp(1, HORIZON) - 1)
+            .map(|v| f64::from(*v) * scale)
     }
 }
 
@@ -78,11 +82,11 @@ impl Predictor for Learned {
         }
     }
 
-    /// Trained for 10 steps ahead; other horizons get the same answer.
-    fn forecast(&self, _steps: usize) -> f64 {
+    /// Trained for 1 to 10 steps ahead; further leads get the 10-step answer.
+    fn forecast(&self, steps: usize) -> f64 {
         if self.recent.len() < WINDOW {
             return self.mean().max(0.0);
         }
-        self.run().unwrap_or_else(|| self.mean()).max(0.0)
+        self.run(steps).unwrap_or_else(|| self.mean()).max(0.0)
     }
 }

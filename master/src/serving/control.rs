@@ -85,7 +85,7 @@ mod tests {
     #[test]
     fn registrations_name_a_zoo_model_an_http_url_and_a_short_id() {
         let zoo = Zoo::load(Zoo::locate(None).unwrap()).unwrap();
-        let tables: BTreeMap<_, _> = tasks::from_zoo(&zoo, 100.0)
+        let tables: BTreeMap<_, _> = tasks::from_zoo(&zoo, 100.0, 1.0)
             .into_iter()
             .map(|(name, table)| (name, Arc::new(table)))
             .collect();

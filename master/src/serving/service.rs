@@ -2,9 +2,9 @@
 //! shared cache, then O1) → fan-out to the members' pools with a deadline → per-item
 //! vote → labels (real, or pseudo from the full candidate set) → O2 at interval ends.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
@@ -58,6 +58,9 @@ pub struct Master {
     unlabelled: AtomicU64,
     /// Distinguishes generated request ids of masters started at different times.
     epoch: u64,
+    /// Models whose pools a resource controller manages: selectable while no worker
+    /// serves them, since the controller launches a pool once an ensemble uses it.
+    managed: OnceLock<HashSet<String>>,
 }
 
 impl Master {
@@ -65,7 +68,7 @@ impl Master {
     /// must run inside the Tokio runtime.
     pub fn new(config: MasterConfig) -> Result<Self, MasterError> {
         let zoo = Zoo::load(Zoo::locate(config.zoo.as_deref())?)?;
-        let tasks = tasks::from_zoo(&zoo, config.weight_prior)
+        let tasks = tasks::from_zoo(&zoo, config.weight_prior, config.speed_scale)
             .into_iter()
             .map(|(name, table)| (name, Arc::new(table)))
             .collect();
@@ -99,7 +102,42 @@ impl Master {
             client,
             requests: AtomicU64::new(0),
             epoch,
+            managed: OnceLock::new(),
         })
+    }
+
+    /// Hands the pools of `models` to a resource controller (once; later calls do
+    /// nothing): they stay selectable with no worker, and the controller keeps a pool
+    /// only while some ensemble uses it.
+    pub fn manage(&self, models: impl IntoIterator<Item = String>) {
+        let _ = self.managed.set(models.into_iter().collect());
+    }
+
+    /// Every model some current ensemble uses, with the tightest latency target among
+    /// those ensembles (the autoscalers buy its pool only types that fast); `None`
+    /// before the first ensemble is selected.
+    pub fn models_in_use(&self) -> Option<HashMap<String, f64>> {
+        let keys = self.ensembles.snapshot();
+        if keys.is_empty() {
+            return None;
+        }
+        let mut in_use = HashMap::new();
+        for (key, state) in keys {
+            let Some(task) = self.tasks.get(key.task()) else {
+                continue;
+            };
+            let (latency_ms, members) = {
+                let s = state.lock();
+                (s.constraint.latency_ms, s.members.clone())
+            };
+            for model in members.iter().filter_map(|&m| task.models.get(m)) {
+                in_use
+                    .entry(model.clone())
+                    .and_modify(|t: &mut f64| *t = t.min(latency_ms))
+                    .or_insert(latency_ms);
+            }
+        }
+        Some(in_use)
     }
 
     pub fn task(&self, name: &str) -> Result<&Arc<TaskTable>, MasterError> {
@@ -161,12 +199,14 @@ impl Master {
     }
 
     /// The task's candidates, with models no worker serves made unselectable (infinite
-    /// latency) — unless none is served yet, when the profile alone decides.
+    /// latency) — unless none is served yet, when the profile alone decides. Models a
+    /// resource controller manages stay selectable: it launches what an ensemble uses.
     pub fn served(&self, task: &TaskTable) -> Vec<selection::Candidate> {
+        let managed = self.managed.get();
         let serves: Vec<bool> = task
             .models
             .iter()
-            .map(|m| self.registry.serves(m))
+            .map(|m| self.registry.serves(m) || managed.is_some_and(|set| set.contains(m)))
             .collect();
         if !serves.contains(&true) {
             return task.candidates.clone();

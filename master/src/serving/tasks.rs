@@ -51,7 +51,7 @@ impl TaskTable {
 }
 
 /// One table per task of the zoo.
-pub fn from_zoo(zoo: &Zoo, weight_prior: f64) -> BTreeMap<String, TaskTable> {
+pub fn from_zoo(zoo: &Zoo, weight_prior: f64, latency_scale: f64) -> BTreeMap<String, TaskTable> {
     let mut tables = BTreeMap::new();
     for (name, spec) in zoo.tasks() {
         let models: Vec<_> = zoo.models_for(name).collect();
@@ -62,7 +62,10 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64) -> BTreeMap<String, TaskTable> {
             Preprocess::Image { .. } => InputKind::Image,
             Preprocess::Text { .. } => InputKind::Text,
         };
-        let candidates = models.iter().copied().map(Candidate::of).collect();
+        let candidates = models
+            .iter()
+            .map(|m| Candidate::of(m).scaled(latency_scale))
+            .collect();
         let class_accuracy: Vec<Vec<f64>> =
             models.iter().map(|m| m.class_accuracy.clone()).collect();
         tables.insert(

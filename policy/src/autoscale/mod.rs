@@ -12,6 +12,9 @@
 //!   the pool keeps its minimum.
 //! - Spreading: one spot type holds at most a share of a pool, so one type's price spike
 //!   revokes only part of it.
+//! - Trading back: an on-demand instance (an interruption's stand-in, or bought while spot
+//!   was above the bid) is covered by cheaper spot instances once spot is under the bid
+//!   again, and goes once the cover serves.
 //! - Reactive: a pool whose SLO violations over the last check exceed the threshold gets
 //!   one more instance at once, whatever the prediction says.
 //!
@@ -49,6 +52,8 @@ pub struct PoolState {
     pub instances: Vec<InstanceState>,
     /// Share of this pool's recent requests that missed their deadline.
     pub slo_violations: f64,
+    /// Some instance is still provisioning.
+    pub booting: bool,
 }
 
 impl PoolState {
@@ -82,14 +87,19 @@ pub struct Offer {
     /// The type's on-demand price and whether it is burstable, for replacements.
     pub on_demand_per_hour: f64,
     pub burstable: bool,
+    /// The model's single-request latency on this type (0: unknown), for MArk's filter of
+    /// types too slow for the pool's latency target (mark.txt §4.2).
+    #[serde(default)]
+    pub latency_ms: f64,
 }
 
 impl Offer {
     /// What `ty` costs now: spot when `spot_allowed` and its price is under the `bid`,
-    /// else on-demand.
+    /// else on-demand. `latency_ms`: the model's single-request latency on `ty`.
     pub fn priced(
         ty: &cocktail_common::catalog::InstanceType,
         packing_factor: u32,
+        latency_ms: f64,
         spot_price: f64,
         bid: f64,
         spot_allowed: bool,
@@ -107,8 +117,37 @@ impl Offer {
             gpu: ty.is_gpu(),
             on_demand_per_hour: ty.on_demand_per_hour,
             burstable: ty.burstable,
+            latency_ms,
         }
     }
+}
+
+/// The offers fast enough for a pool whose tightest latency target is `slo_ms` (MArk's
+/// per-type filter, mark.txt §4.2): those whose latency on the type fits it; the fastest
+/// when none does (better a slow instance than none). No target, or no latency known:
+/// every offer.
+pub fn within_slo(offers: &[Offer], slo_ms: Option<f64>) -> Vec<Offer> {
+    let Some(slo) = slo_ms else {
+        return offers.to_vec();
+    };
+    let fitting: Vec<Offer> = offers
+        .iter()
+        .filter(|o| o.latency_ms <= slo)
+        .cloned()
+        .collect();
+    if !fitting.is_empty() {
+        return fitting;
+    }
+    let fastest = offers
+        .iter()
+        .filter(|o| o.packing_factor > 0)
+        .map(|o| o.latency_ms)
+        .fold(f64::INFINITY, f64::min);
+    offers
+        .iter()
+        .filter(|o| o.latency_ms <= fastest)
+        .cloned()
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -314,9 +353,87 @@ pub fn plan(
             }
             continue;
         }
-        decisions.extend(release(pool, weight, target, config));
+        let released = release(pool, weight, target, config);
+        if released.is_empty() {
+            let offers = offers(pool);
+            decisions.extend(trade_to_spot(pool, weight, target, &offers, config));
+        }
+        decisions.extend(released);
     }
     decisions
+}
+
+/// The dearest on-demand instance of a pool that needs nothing bought or released,
+/// traded for spot (mark.txt §4.5: on-demand only stands in until spot is back): while
+/// nothing boots, a cheaper spot cover of its capacity is launched; once the rest of the
+/// pool covers the load to keep with nothing booting, the on-demand instance goes.
+fn trade_to_spot(
+    pool: &PoolState,
+    weight: f64,
+    target: &Target,
+    offers: &[Offer],
+    config: &AutoscaleConfig,
+) -> Vec<Decision> {
+    if pool.booting {
+        return Vec::new();
+    }
+    let Some(dearest) = pool
+        .instances
+        .iter()
+        .filter(|i| !i.spot)
+        .max_by(|a, b| a.price_per_hour.total_cmp(&b.price_per_hour))
+    else {
+        return Vec::new();
+    };
+    let keep = target.keep.max(target.buy).max(0.0) * weight;
+    let capacity_now = pool.capacity(config);
+    let own = capacity(dearest.packing_factor, pool.latency_ms, config);
+    let decision = |action: Action, reason: String| Decision {
+        pool: pool.model.clone(),
+        action,
+        weight,
+        demand: keep,
+        capacity: capacity_now,
+        reason,
+    };
+    let spot_covers = pool.instances.iter().any(|i| i.spot);
+    if spot_covers && capacity_now - own >= keep && pool.instances.len() > config.min_instances {
+        return vec![decision(
+            Action::Terminate {
+                id: dearest.id.clone(),
+            },
+            format!(
+                "on-demand {} (${:.4}/h) traded for spot: the rest covers the {keep:.1} req/s to keep",
+                dearest.id, dearest.price_per_hour
+            ),
+        )];
+    }
+    let spot: Vec<Offer> = offers.iter().filter(|o| o.spot).cloned().collect();
+    let cover = spread(own, 1, pool, &spot, config);
+    let price: f64 = cover
+        .iter()
+        .map(|(o, count)| o.price_per_hour * f64::from(*count))
+        .sum();
+    if cover.is_empty() || price >= dearest.price_per_hour {
+        return Vec::new();
+    }
+    cover
+        .into_iter()
+        .map(|(offer, count)| {
+            decision(
+                Action::Launch {
+                    instance_type: offer.instance_type.clone(),
+                    count,
+                    spot: true,
+                    price_per_hour: offer.price_per_hour,
+                },
+                format!(
+                    "spot cover for on-demand {} (${:.4}/h): {count} × {} at ${:.4}/h",
+                    dearest.id, dearest.price_per_hour, offer.instance_type, offer.price_per_hour
+                ),
+            )
+        })
+        .collect()
 }
 
 /// The idle instances a pool can give up, most idle first: idle for the target's
@@ -470,6 +587,7 @@ mod tests {
             gpu,
             on_demand_per_hour: price * 3.0,
             burstable: false,
+            latency_ms: 10.0,
         }
     }
 
@@ -511,7 +629,63 @@ mod tests {
                 })
                 .collect(),
             slo_violations: 0.0,
+            booting: false,
         }
+    }
+
+    #[test]
+    fn an_on_demand_stand_in_is_traded_for_spot_once_the_spot_cover_is_up() {
+        // Two spot instances and an on-demand stand-in ($0.15/h) serving 300 req/s of a
+        // 500 req/s load: no need to buy or release; a spot cover of the stand-in (one
+        // small, $0.05/h) is cheaper, so it is launched.
+        let mut p = pool("m", 10, 2, 0.0);
+        p.instances.push(InstanceState {
+            id: "m-od".into(),
+            instance_type: "small".into(),
+            spot: false,
+            packing_factor: 2,
+            idle_s: 0.0,
+            price_per_hour: 0.15,
+        });
+        let offers = |_: &PoolState| vec![offer("small", 2, 0.05, false)];
+        let plan_for = |p: &PoolState| {
+            plan(
+                &steady(500.0),
+                10,
+                std::slice::from_ref(p),
+                &offers,
+                &CONFIG,
+            )
+        };
+        let launched = plan_for(&p);
+        assert!(
+            matches!(
+                launched.as_slice(),
+                [Decision {
+                    action: Action::Launch {
+                        count: 1,
+                        spot: true,
+                        ..
+                    },
+                    ..
+                }]
+            ),
+            "{launched:?}"
+        );
+        // While the cover boots, nothing more.
+        p.booting = true;
+        p.instances.push(InstanceState {
+            id: "m-cover".into(),
+            ..p.instances[0].clone()
+        });
+        assert!(plan_for(&p).is_empty());
+        // Once it serves, the rest covers the load: the stand-in goes.
+        p.booting = false;
+        let traded = plan_for(&p);
+        assert_eq!(
+            traded.iter().map(|d| &d.action).collect::<Vec<_>>(),
+            [&Action::Terminate { id: "m-od".into() }]
+        );
     }
 
     #[test]
@@ -586,6 +760,7 @@ mod tests {
             gpu,
             on_demand_per_hour: price,
             burstable: false,
+            latency_ms: 1.0,
         };
         let chosen = offer("c5.xlarge", 8, 0.08, true, false);
         let offers = vec![

@@ -39,11 +39,19 @@ pub struct MixConfig {
     pub max_per_type: u32,
 }
 
-/// A pool's Ribbon search: the configuration under measurement and the load it is for.
+/// A pool's Ribbon search: the configuration under measurement, whether it served the
+/// whole window that just ended, and the load the search is for.
 #[derive(Debug)]
 pub(super) struct MixSearch {
     ribbon: Ribbon,
     measuring: Option<Config>,
+    /// `measuring` was deployed, with nothing booting, for the whole last window: the
+    /// window measures it. A window in which instances were still booting (or being
+    /// replaced) measures the transition, not the configuration.
+    settled: bool,
+    /// `measuring` is the old optimum, deployed again after the load changed: its
+    /// measurement warm-starts the new search (ribbon.txt §4).
+    remeasuring: bool,
     load: f64,
 }
 
@@ -141,7 +149,8 @@ impl Controller {
         let (target, evidence) = match mix.optimiser {
             Optimiser::Kairos => self.kairos_choice(mix, &pool.model, &types, space.clone()),
             Optimiser::Ribbon => {
-                self.ribbon_choice(&pool.model, space.clone(), &current, demand, satisfaction)
+                let deployed = (!pool.booting).then_some(&current);
+                self.ribbon_choice(&pool.model, space.clone(), deployed, demand, satisfaction)
             }
         };
         let Some(target) = target else {
@@ -216,15 +225,17 @@ impl Controller {
         (chosen, evidence)
     }
 
-    /// Ribbon (ribbon.txt §4): the window that just ended measured the configuration
-    /// deployed for it; the search suggests the next one, or settles on its best once
-    /// nothing is left to measure. A load change of over [`LOAD_CHANGE`] warm-starts a
-    /// new search from the record.
+    /// Ribbon (ribbon.txt §4): a configuration is measured by a window it served
+    /// entirely: the window after the one it was deployed in, once nothing of the pool is
+    /// booting (`deployed` is the pool's configuration then, `None` while booting). The
+    /// search then suggests the next one, or settles on its best once nothing is left to
+    /// measure. A load change of over [`LOAD_CHANGE`] deploys the old optimum again,
+    /// measures it under the new load and warm-starts a new search from that.
     fn ribbon_choice(
         &self,
         model: &str,
         space: Space,
-        current: &Config,
+        deployed: Option<&Config>,
         demand: f64,
         satisfaction: Option<f64>,
     ) -> (Option<Config>, Value) {
@@ -234,31 +245,60 @@ impl Controller {
             .or_insert_with(|| MixSearch {
                 ribbon: Ribbon::new(space, Settings::default()),
                 measuring: None,
+                settled: false,
+                remeasuring: false,
                 load: demand,
             });
-        if let (Some(config), Some(s)) = (search.measuring.take(), satisfaction)
-            && &config == current
-        {
-            search.ribbon.observe(&config, s);
+        let in_place = search.measuring.is_some() && search.measuring.as_ref() == deployed;
+        let measured = match (&search.measuring, satisfaction) {
+            (Some(config), Some(s)) if in_place && search.settled => Some((config.clone(), s)),
+            _ => None,
+        };
+        // The window starting now measures the configuration if it is already in place.
+        search.settled = in_place && measured.is_none();
+        if let Some((config, s)) = &measured {
+            if search.remeasuring {
+                search.remeasuring = false;
+                search.ribbon = search.ribbon.warm_start(*s).unwrap_or_else(|| {
+                    Ribbon::new(search.ribbon.space().clone(), Settings::default())
+                });
+            } else {
+                search.ribbon.observe(config, *s);
+            }
         }
-        if search.load > 0.0 && (demand / search.load - 1.0).abs() > LOAD_CHANGE {
-            let now = satisfaction.unwrap_or(0.0);
-            search.ribbon = search
-                .ribbon
-                .warm_start(now)
-                .unwrap_or_else(|| Ribbon::new(search.ribbon.space().clone(), Settings::default()));
+        let next = if search.settled {
+            search.measuring.clone() // one more window to measure it
+        } else if search.load > 0.0 && (demand / search.load - 1.0).abs() > LOAD_CHANGE {
             search.load = demand;
+            match search.ribbon.best() {
+                Some(best) => {
+                    search.remeasuring = true;
+                    Some(best.config.clone())
+                }
+                None => {
+                    search.ribbon = Ribbon::new(search.ribbon.space().clone(), Settings::default());
+                    search.ribbon.suggest()
+                }
+            }
+        } else if search.remeasuring {
+            search.measuring.clone()
+        } else {
+            search
+                .ribbon
+                .suggest()
+                .or_else(|| search.ribbon.best().map(|b| b.config.clone()))
+        };
+        if search.measuring != next {
+            search.settled = false;
         }
-        let next = search
-            .ribbon
-            .suggest()
-            .or_else(|| search.ribbon.best().map(|b| b.config.clone()));
         search.measuring = next.clone();
         let evidence = json!({
             "measured": search.ribbon.record(),
             "open": search.ribbon.open(),
             "best": search.ribbon.best(),
             "satisfaction": satisfaction,
+            "settled": search.settled,
+            "remeasuring": search.remeasuring,
         });
         (next, evidence)
     }

@@ -1,0 +1,229 @@
+//! The autoscaling study's live check (issue 20, point 5): the Cocktail autoscaler on the
+//! live system, with `cocktail loadgen`'s arrivals on a short, scaled-down Wikipedia-like
+//! day, costs what the simulator says the same run costs (within 10 %) at the same SLO
+//! violations (within 2 points).
+//!
+//! Scaled down: one instance type (c5a.xlarge, emulated 1,000 times slower than modelled,
+//! so that a fashion model takes 10–300 ms as in the papers and a pool needs several
+//! instances at 16 requests per second), the controller's periods in seconds instead of
+//! minutes, and a day of load in four minutes. Both runs see the same arrivals, the same
+//! models' latencies and packing factors, the same spot prices (the same seed) and the
+//! same control loop; what differs is that the live one really launches workers, sends
+//! real requests and measures its own usage.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "an integration test fails by panicking, with the value that was wrong"
+)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cocktail_benches::loadgen::{self, LoadgenConfig};
+use cocktail_benches::sim::{self, Scheme, SimConfig, World};
+use cocktail_benches::traces;
+use cocktail_benches::workload::Mix;
+use cocktail_common::Zoo;
+use cocktail_policy::autoscale::AutoscaleConfig;
+use cocktail_tests::cluster::Cluster;
+use cocktail_tests::zoo_manifest;
+use serde_json::Value;
+
+const SEED: u64 = 11;
+const SCALE: f64 = 1000.0;
+const TYPE: &str = "c5a.xlarge";
+const MEAN_RATE: f64 = 16.0;
+/// Seconds of steady load before the measured run: the cold start (every pool at its
+/// minimum until the first ensembles are chosen) is not part of the comparison.
+const WARM_UP_S: usize = 60;
+/// Seconds the day is squeezed into.
+const RUN_S: usize = 240;
+const INTERVAL_S: f64 = 10.0;
+const REACTIVE_S: f64 = 5.0;
+const HORIZON_S: f64 = 30.0;
+const WINDOW_S: f64 = 30.0;
+const IDLE_S: f64 = 30.0;
+const LAUNCH_MS: u64 = 2000;
+const GRACE_MS: f64 = 50.0;
+const INTERVAL_REQUESTS: u64 = 200;
+
+/// What the live master's instances have cost so far, per pool.
+async fn live_cost(cluster: &Cluster) -> (f64, Value) {
+    let cost = cluster.get("/v1/cost").await;
+    (cost["total"].as_f64().unwrap(), cost["pools"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
+    let zoo = Zoo::load(zoo_manifest()).unwrap();
+    let mut rates = vec![MEAN_RATE; WARM_UP_S];
+    let day = 86_400.0 / RUN_S as f64;
+    let mut run = traces::generate("wiki", RUN_S, MEAN_RATE, day, SEED).unwrap();
+    traces::scale_to(&mut run, MEAN_RATE);
+    rates.extend(run);
+
+    let scale = SCALE.to_string();
+    let (interval, reactive, horizon, window, idle) = (
+        INTERVAL_S.to_string(),
+        REACTIVE_S.to_string(),
+        HORIZON_S.to_string(),
+        WINDOW_S.to_string(),
+        IDLE_S.to_string(),
+    );
+    let (launch, grace, o2, seed) = (
+        LAUNCH_MS.to_string(),
+        GRACE_MS.to_string(),
+        INTERVAL_REQUESTS.to_string(),
+        SEED.to_string(),
+    );
+    // No --models: every zoo pool is managed, and kept only while an ensemble uses it.
+    let cluster = Cluster::start(
+        &[
+            "--provider",
+            "local",
+            "--instance-types",
+            TYPE,
+            "--emulate-types",
+            "--emulate-scale",
+            &scale,
+            "--max-threads",
+            "1",
+            "--controller-interval-s",
+            &interval,
+            "--reactive-interval-s",
+            &reactive,
+            "--horizon-s",
+            &horizon,
+            "--importance-window-s",
+            &window,
+            "--idle-timeout-s",
+            &idle,
+            "--provisioning-delay-ms",
+            &launch,
+            "--deadline-grace-ms",
+            &grace,
+            "--latency-margin-ms",
+            "0",
+            "--interval-requests",
+            &o2,
+            "--pseudo-label-every",
+            "0",
+            "--seed",
+            &seed,
+        ],
+        &[],
+    )
+    .await;
+
+    let types = loadgen::types_for(&zoo, "fashion", SCALE).unwrap();
+    let (inputs, labels) = loadgen::inputs(&zoo, "fashion").unwrap();
+    let config = LoadgenConfig {
+        url: cluster.master.url.clone(),
+        task: "fashion".into(),
+        rates: rates.clone(),
+        mix: Mix::Strict,
+        seed: SEED,
+        grace_ms: GRACE_MS,
+        max_in_flight: 512,
+        timeout: Duration::from_secs(30),
+        admin_token: None,
+        api_key: None,
+    };
+    let load = tokio::spawn(async move {
+        loadgen::run(&config, &types, Arc::new(inputs), Arc::new(labels), None).await
+    });
+    tokio::time::sleep(Duration::from_secs(WARM_UP_S as u64)).await;
+    let (cost_before, _) = live_cost(&cluster).await;
+    let live = load.await.unwrap().unwrap();
+    let (cost_after, live_pools) = live_cost(&cluster).await;
+    let live_cost = cost_after - cost_before;
+
+    let world = World::load(&zoo, "fashion")
+        .unwrap()
+        .with_latency_scale(SCALE);
+    let mut sim_config = SimConfig::new(Scheme::Cocktail, Mix::Strict, rates, SEED);
+    sim_config.instance_types = vec![TYPE.to_owned()];
+    sim_config.interval_s = INTERVAL_S;
+    sim_config.reactive_interval_s = REACTIVE_S;
+    sim_config.horizon_s = HORIZON_S;
+    sim_config.importance_window_s = WINDOW_S;
+    sim_config.launch_s = LAUNCH_MS as f64 / 1000.0;
+    sim_config.grace_ms = GRACE_MS;
+    sim_config.o2_interval_requests = Some(INTERVAL_REQUESTS);
+    sim_config.revocations_per_hour = 0.0;
+    sim_config.bucket_s = INTERVAL_S;
+    sim_config.autoscale = AutoscaleConfig {
+        idle_timeout_s: IDLE_S,
+        ..AutoscaleConfig::default()
+    };
+    let simulated = sim::run(&world, &sim_config, None);
+    let cost_at = |t: f64| {
+        simulated
+            .series
+            .iter()
+            .rfind(|b| b.t_s <= t + 1e-6)
+            .map_or(0.0, |b| b.cost)
+    };
+    let sim_cost = simulated.cost - cost_at(WARM_UP_S as f64);
+    let sim_instances: Vec<String> = simulated
+        .pools
+        .iter()
+        .enumerate()
+        .map(|(p, model)| {
+            let peak = simulated
+                .series
+                .iter()
+                .map(|b| b.vms.get(p).copied().unwrap_or(0))
+                .max()
+                .unwrap_or(0);
+            format!("{model}: peak {peak}")
+        })
+        .collect();
+
+    eprintln!(
+        "live: {} requests, cost ${live_cost:.5}, SLO violations {:.4}, models/request {:.3}, accuracy met {:.4}\n      pools {live_pools}\nsim:  {} requests, cost ${sim_cost:.5}, SLO violations {:.4}, models/request {:.3}, accuracy met {:.4}\n      instances {sim_instances:?}",
+        live.sent,
+        live.slo_violations,
+        live.models_per_request,
+        live.accuracy_met,
+        simulated.requests,
+        simulated.slo_violations,
+        simulated.models_per_request,
+        simulated.accuracy_met,
+    );
+    let arrivals = live.sent as f64 / simulated.requests as f64;
+    assert!(
+        (0.97..=1.03).contains(&arrivals),
+        "arrivals: live {} vs sim {}",
+        live.sent,
+        simulated.requests
+    );
+    let ratio = live_cost / sim_cost;
+    assert!(
+        (0.9..=1.1).contains(&ratio),
+        "cost: live ${live_cost:.5} vs sim ${sim_cost:.5} ({ratio:.3}×)"
+    );
+    assert!(
+        (live.slo_violations - simulated.slo_violations).abs() <= 0.02,
+        "SLO violations: live {} vs sim {}",
+        live.slo_violations,
+        simulated.slo_violations
+    );
+    // As in the simulator, no pool of the other task is kept once ensembles are chosen.
+    let sentiment: Vec<String> = zoo
+        .models_for("sentiment")
+        .map(|m| m.name.clone())
+        .collect();
+    let instances = cluster.get("/v1/instances").await;
+    let left: Vec<&Value> = instances["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| {
+            sentiment.iter().any(|m| i["model"] == m.as_str()) && i["status"] != "terminated"
+        })
+        .collect();
+    assert!(left.is_empty(), "sentiment instances still up: {left:?}");
+}
