@@ -301,6 +301,9 @@ pub struct Control {
     recent: VecDeque<f64>,
     errors: ForecastErrors,
     last: Option<IntervalReport>,
+    /// When each pool last had a spot instance interrupted, and the time of the step.
+    interrupted_at: HashMap<String, f64>,
+    now: f64,
 }
 
 impl Control {
@@ -324,6 +327,8 @@ impl Control {
                 ERROR_WINDOW,
             ),
             last: None,
+            interrupted_at: HashMap::new(),
+            now,
             config,
         }
     }
@@ -396,7 +401,9 @@ impl Control {
     /// the periodic task that is due, if any.
     pub fn step(&mut self, measurements: &Measurements, now: f64) -> Step {
         let mut step = Step::default();
+        self.now = now;
         for notice in &measurements.interruptions {
+            self.interrupted_at.insert(notice.pool.clone(), now);
             if let Some(decision) = replacement(notice, measurements) {
                 step.decisions.push((Trigger::Interruption, decision));
             }
@@ -585,6 +592,10 @@ impl Control {
                 instances: p.instances.clone(),
                 slo_violations: slo(p),
                 booting: p.booting,
+                spot_calm: self
+                    .interrupted_at
+                    .get(&p.model)
+                    .is_none_or(|at| self.now - at >= self.config.autoscale.idle_timeout_s),
             })
             .collect();
         let offers = measurements

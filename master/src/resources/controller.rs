@@ -23,6 +23,7 @@ use cocktail_policy::control::{
     self, Control, ControlConfig, IntervalReport, Measurements, PoolMeasure,
 };
 use cocktail_policy::predict::{self, Predictor, PredictorKind};
+use cocktail_policy::ribbon::IntervalSearch;
 use cocktail_policy::selection::Candidate;
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -42,7 +43,6 @@ mod health;
 mod mixes;
 mod standbys;
 
-use mixes::MixSearch;
 pub use mixes::{MixConfig, Optimiser};
 
 #[derive(Debug, Clone)]
@@ -136,7 +136,7 @@ pub struct Controller {
     executing: tokio::sync::Mutex<()>,
     pub store: Arc<dyn Store>,
     standbys: Mutex<Standbys>,
-    searches: Mutex<HashMap<String, MixSearch>>,
+    searches: Mutex<HashMap<String, IntervalSearch>>,
     health: Mutex<health::HealthState>,
 }
 

@@ -14,7 +14,8 @@
 //!   revokes only part of it.
 //! - Trading back: an on-demand instance (an interruption's stand-in, or bought while spot
 //!   was above the bid) is covered by cheaper spot instances once spot is under the bid
-//!   again, and goes once the cover serves.
+//!   again and the pool has had no interruption for the recycling timeout, and goes once
+//!   the cover serves.
 //! - Reactive: a pool whose SLO violations over the last check exceed the threshold gets
 //!   one more instance at once, whatever the prediction says.
 //!
@@ -54,6 +55,9 @@ pub struct PoolState {
     pub slo_violations: f64,
     /// Some instance is still provisioning.
     pub booting: bool,
+    /// No spot instance of the pool was interrupted for the recycling timeout (so none is
+    /// still draining): on-demand stand-ins may be traded back for spot.
+    pub spot_calm: bool,
 }
 
 impl PoolState {
@@ -365,8 +369,9 @@ pub fn plan(
 
 /// The dearest on-demand instance of a pool that needs nothing bought or released,
 /// traded for spot (mark.txt §4.5: on-demand only stands in until spot is back): while
-/// nothing boots, a cheaper spot cover of its capacity is launched; once the rest of the
-/// pool covers the load to keep with nothing booting, the on-demand instance goes.
+/// nothing boots and no spot instance was interrupted for the recycling timeout, a
+/// cheaper spot cover of its capacity is launched; once the rest of the pool covers the
+/// load to keep with nothing booting, the on-demand instance goes.
 fn trade_to_spot(
     pool: &PoolState,
     weight: f64,
@@ -374,7 +379,7 @@ fn trade_to_spot(
     offers: &[Offer],
     config: &AutoscaleConfig,
 ) -> Vec<Decision> {
-    if pool.booting {
+    if pool.booting || !pool.spot_calm {
         return Vec::new();
     }
     let Some(dearest) = pool
@@ -630,6 +635,7 @@ mod tests {
                 .collect(),
             slo_violations: 0.0,
             booting: false,
+            spot_calm: true,
         }
     }
 
@@ -672,6 +678,10 @@ mod tests {
             ),
             "{launched:?}"
         );
+        // Not while the pool's spot instances are being interrupted.
+        p.spot_calm = false;
+        assert!(plan_for(&p).is_empty());
+        p.spot_calm = true;
         // While the cover boots, nothing more.
         p.booting = true;
         p.instances.push(InstanceState {

@@ -15,7 +15,7 @@ use cocktail_policy::autoscale::{Action, Decision};
 use cocktail_policy::control::PoolMeasure;
 use cocktail_policy::kairos;
 use cocktail_policy::mix::{self, Config, Space};
-use cocktail_policy::ribbon::{Ribbon, Settings};
+use cocktail_policy::ribbon::{IntervalSearch, Settings};
 
 /// The optimiser that chooses a pool's mix of instance types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -38,25 +38,6 @@ pub struct MixConfig {
     /// Ribbon: instances of one type at most.
     pub max_per_type: u32,
 }
-
-/// A pool's Ribbon search: the configuration under measurement, whether it served the
-/// whole window that just ended, and the load the search is for.
-#[derive(Debug)]
-pub(super) struct MixSearch {
-    ribbon: Ribbon,
-    measuring: Option<Config>,
-    /// `measuring` was deployed, with nothing booting, for the whole last window: the
-    /// window measures it. A window in which instances were still booting (or being
-    /// replaced) measures the transition, not the configuration.
-    settled: bool,
-    /// `measuring` is the old optimum, deployed again after the load changed: its
-    /// measurement warm-starts the new search (ribbon.txt §4).
-    remeasuring: bool,
-    load: f64,
-}
-
-/// Relative change of a pool's demand that starts a new Ribbon search (warm-started).
-const LOAD_CHANGE: f64 = 0.2;
 
 impl Controller {
     /// Sets `model`'s pool to `counts` instances of `types` now (an operator's choice, or
@@ -225,12 +206,9 @@ impl Controller {
         (chosen, evidence)
     }
 
-    /// Ribbon (ribbon.txt §4): a configuration is measured by a window it served
-    /// entirely: the window after the one it was deployed in, once nothing of the pool is
-    /// booting (`deployed` is the pool's configuration then, `None` while booting). The
-    /// search then suggests the next one, or settles on its best once nothing is left to
-    /// measure. A load change of over [`LOAD_CHANGE`] deploys the old optimum again,
-    /// measures it under the new load and warm-starts a new search from that.
+    /// Ribbon (ribbon.txt §4), one window per interval ([`IntervalSearch`]): a
+    /// configuration is measured by a window it served entirely, and a load change
+    /// measures the old optimum again before warm-starting a new search.
     fn ribbon_choice(
         &self,
         model: &str,
@@ -242,63 +220,16 @@ impl Controller {
         let mut searches = self.searches.lock();
         let search = searches
             .entry(model.to_owned())
-            .or_insert_with(|| MixSearch {
-                ribbon: Ribbon::new(space, Settings::default()),
-                measuring: None,
-                settled: false,
-                remeasuring: false,
-                load: demand,
-            });
-        let in_place = search.measuring.is_some() && search.measuring.as_ref() == deployed;
-        let measured = match (&search.measuring, satisfaction) {
-            (Some(config), Some(s)) if in_place && search.settled => Some((config.clone(), s)),
-            _ => None,
-        };
-        // The window starting now measures the configuration if it is already in place.
-        search.settled = in_place && measured.is_none();
-        if let Some((config, s)) = &measured {
-            if search.remeasuring {
-                search.remeasuring = false;
-                search.ribbon = search.ribbon.warm_start(*s).unwrap_or_else(|| {
-                    Ribbon::new(search.ribbon.space().clone(), Settings::default())
-                });
-            } else {
-                search.ribbon.observe(config, *s);
-            }
-        }
-        let next = if search.settled {
-            search.measuring.clone() // one more window to measure it
-        } else if search.load > 0.0 && (demand / search.load - 1.0).abs() > LOAD_CHANGE {
-            search.load = demand;
-            match search.ribbon.best() {
-                Some(best) => {
-                    search.remeasuring = true;
-                    Some(best.config.clone())
-                }
-                None => {
-                    search.ribbon = Ribbon::new(search.ribbon.space().clone(), Settings::default());
-                    search.ribbon.suggest()
-                }
-            }
-        } else if search.remeasuring {
-            search.measuring.clone()
-        } else {
-            search
-                .ribbon
-                .suggest()
-                .or_else(|| search.ribbon.best().map(|b| b.config.clone()))
-        };
-        if search.measuring != next {
-            search.settled = false;
-        }
-        search.measuring = next.clone();
+            .or_insert_with(|| IntervalSearch::new(space, Settings::default()));
+        let (next, step) = search.step(deployed, demand, satisfaction);
+        let ribbon = search.ribbon();
         let evidence = json!({
-            "measured": search.ribbon.record(),
-            "open": search.ribbon.open(),
-            "best": search.ribbon.best(),
+            "measured": ribbon.record(),
+            "open": ribbon.open(),
+            "best": ribbon.best(),
             "satisfaction": satisfaction,
-            "settled": search.settled,
-            "remeasuring": search.remeasuring,
+            "settled": step.settled,
+            "remeasuring": step.remeasuring,
         });
         (next, evidence)
     }

@@ -15,6 +15,9 @@ use statrs::distribution::{Continuous, ContinuousCDF, Normal};
 
 use crate::mix::{Config, Space, dominated_by};
 
+mod interval;
+pub use interval::{IntervalSearch, LOAD_CHANGE, StepReport};
+
 /// Ribbon's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
