@@ -51,8 +51,10 @@ pub struct MasterConfig {
     /// Answered requests remembered for `/v1/feedback`.
     pub feedback_capacity: usize,
     pub http_workers: usize,
-    /// Multiplies the modelled batch latencies of Kairos' matching, to match workers
-    /// that emulate their types `--emulate-scale` times slower.
+    /// Multiplies the models' profiled latencies (selection's candidates, the
+    /// controller's capacity and per-type latency) and the modelled batch latencies of
+    /// Kairos' matching, to match workers that emulate their types `--emulate-scale`
+    /// times slower.
     pub speed_scale: f64,
     /// Presented on every call to a worker (workers started with it refuse others).
     pub cluster_secret: Option<Secret>,

@@ -200,8 +200,8 @@ struct ResourceArgs {
     #[arg(long, env = "COCKTAIL_EMULATE_TYPES")]
     emulate_types: bool,
     /// With `--emulate-types`: emulate every type this many times slower, so that the
-    /// modelled latency stays above this host's real one (the master's matching uses the
-    /// same scale).
+    /// modelled latency stays above this host's real one (the master's selection,
+    /// autoscaling and matching use the same scale).
     #[arg(long, env = "COCKTAIL_EMULATE_SCALE", default_value_t = 1.0)]
     emulate_scale: f64,
     /// Local provider: spot revocations per instance-hour beyond the price's.

@@ -87,7 +87,8 @@ pub fn mark_plan(
 
 /// MArk's provisioning step for every pool (mark.txt Algorithm 1, through [`mark_plan`]):
 /// each pool's share of the `forecast` (one rate per step of `step_s`) is covered at the
-/// least cost per request; running instances the plan leaves out are terminated once idle.
+/// least cost per request; running instances the plan leaves out are terminated once idle,
+/// and on-demand stand-ins are traded back for spot as [`super::plan`] does.
 /// `offers` prices each pool's instance types as [`super::plan`] does. Surplus instances
 /// go once idle for `release_idle_s`.
 #[allow(clippy::too_many_arguments)]
@@ -103,6 +104,7 @@ pub fn mark(
 ) -> Vec<Decision> {
     let mut decisions = Vec::new();
     for pool in pools {
+        let before = decisions.len();
         let weight = pool.weight(total_requests);
         let share: Vec<f64> = forecast.iter().map(|f| f * weight).collect();
         let capacity_of = |pf: u32| capacity(pf, pool.latency_ms, config);
@@ -207,6 +209,11 @@ pub fn mark(
                     share.len()
                 ),
             });
+        }
+        if decisions.len() == before {
+            decisions.extend(super::trade_to_spot(
+                pool, weight, demand, &available, config,
+            ));
         }
     }
     decisions

@@ -359,8 +359,8 @@ pub fn plan(
         }
         let released = release(pool, weight, target, config);
         if released.is_empty() {
-            let offers = offers(pool);
-            decisions.extend(trade_to_spot(pool, weight, target, &offers, config));
+            let keep = target.keep.max(target.buy).max(0.0) * weight;
+            decisions.extend(trade_to_spot(pool, weight, keep, &offers(pool), config));
         }
         decisions.extend(released);
     }
@@ -370,12 +370,12 @@ pub fn plan(
 /// The dearest on-demand instance of a pool that needs nothing bought or released,
 /// traded for spot (mark.txt §4.5: on-demand only stands in until spot is back): while
 /// nothing boots and no spot instance was interrupted for the recycling timeout, a
-/// cheaper spot cover of its capacity is launched; once the rest of the pool covers the
-/// load to keep with nothing booting, the on-demand instance goes.
-fn trade_to_spot(
+/// cheaper spot cover of its capacity is launched; once the rest of the pool covers
+/// `keep` requests per second with nothing booting, the on-demand instance goes.
+pub(crate) fn trade_to_spot(
     pool: &PoolState,
     weight: f64,
-    target: &Target,
+    keep: f64,
     offers: &[Offer],
     config: &AutoscaleConfig,
 ) -> Vec<Decision> {
@@ -390,7 +390,6 @@ fn trade_to_spot(
     else {
         return Vec::new();
     };
-    let keep = target.keep.max(target.buy).max(0.0) * weight;
     let capacity_now = pool.capacity(config);
     let own = capacity(dearest.packing_factor, pool.latency_ms, config);
     let decision = |action: Action, reason: String| Decision {
