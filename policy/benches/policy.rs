@@ -8,6 +8,7 @@
 
 use std::hint::black_box;
 
+use cocktail_policy::estimate::Recorded;
 use cocktail_policy::selection::{self, Candidate, Constraint, Objective, SelectionConfig, Window};
 use cocktail_policy::voting::{Ballot, ClassWeights, Scheme, vote};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -77,6 +78,33 @@ fn ballots<'a>(probabilities: &'a [Vec<f32>]) -> Vec<Ballot<'a>> {
         .collect()
 }
 
+/// 10,000 recorded items: each model right with its accuracy, wrong on a class of its
+/// own otherwise (a fixed pseudo-random pattern).
+fn recorded(models: &[Candidate]) -> Recorded {
+    const ITEMS: usize = 10_000;
+    let labels: Vec<u16> = (0..ITEMS).map(|i| (i % CLASSES) as u16).collect();
+    let answers = models
+        .iter()
+        .enumerate()
+        .map(|(m, c)| {
+            let answers = labels
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| {
+                    let u = ((i * 7919 + m * 104_729) % 1000) as f64 / 1000.0;
+                    if u < c.accuracy {
+                        l
+                    } else {
+                        (l + 1 + m as u16) % CLASSES as u16
+                    }
+                })
+                .collect();
+            Some(answers)
+        })
+        .collect();
+    Recorded::new(answers, labels)
+}
+
 fn policy(c: &mut Criterion) {
     let models = candidates();
     let constraint = constraint();
@@ -87,7 +115,8 @@ fn policy(c: &mut Criterion) {
 
     c.bench_function("select_and_vote/weighted_10x10", |b| {
         b.iter(|| {
-            let members = selection::initial(black_box(&models), black_box(&constraint), &config);
+            let members =
+                selection::initial(black_box(&models), black_box(&constraint), &config, None);
             // One ballot per answering member, as the master builds them per item.
             let answers = ballots(&probabilities);
             let ballots: Vec<Ballot<'_>> = members.iter().map(|&m| answers[m]).collect();
@@ -102,7 +131,20 @@ fn policy(c: &mut Criterion) {
     });
 
     c.bench_function("select/initial_10", |b| {
-        b.iter(|| selection::initial(black_box(&models), black_box(&constraint), &config));
+        b.iter(|| selection::initial(black_box(&models), black_box(&constraint), &config, None));
+    });
+
+    // O1 counted on 10,000 recorded items (a new constraint key, not every request).
+    let recorded = recorded(&models);
+    c.bench_function("select/initial_10_recorded_10k", |b| {
+        b.iter(|| {
+            selection::initial(
+                black_box(&models),
+                black_box(&constraint),
+                &config,
+                Some(&recorded),
+            )
+        });
     });
 
     let all = ballots(&probabilities);
@@ -142,6 +184,7 @@ fn policy(c: &mut Criterion) {
                 black_box(&window),
                 0.95,
                 &config,
+                None,
             )
         });
     });

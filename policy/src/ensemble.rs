@@ -3,6 +3,7 @@
 //! outcomes. No clocks: the live master (`cocktail_master::serving::state::KeyState`) and the simulator
 //! each decide when an interval is over and then call [`Ensemble::revisit`].
 
+use crate::estimate::{Recorded, majority_vote};
 use crate::selection::{self, Adjustment, Candidate, Constraint, SelectionConfig, Window};
 
 #[derive(Debug, Clone)]
@@ -15,6 +16,21 @@ pub struct Ensemble {
     /// Bumped by every change of `members`.
     pub generation: u64,
     window: Window,
+    /// Every model's profiled accuracy (the tie-break of [`majority_vote`]).
+    accuracy: Vec<f64>,
+    /// O2's last addition, on trial for one window.
+    trial: Option<Trial>,
+    /// Additions a window did not confirm: not tried again by this ensemble.
+    rejected: Vec<usize>,
+}
+
+/// An addition on trial: on the window's labelled items, how often the members' plain
+/// majority was right with it and without it (the same items, the same vote rule).
+#[derive(Debug, Clone, Default)]
+struct Trial {
+    added: Vec<usize>,
+    with: usize,
+    without: usize,
 }
 
 impl Ensemble {
@@ -34,12 +50,20 @@ impl Ensemble {
             members,
             constraint,
             generation,
+            accuracy: models.iter().map(|m| m.accuracy).collect(),
+            trial: None,
+            rejected: Vec::new(),
         }
     }
 
     /// O1: the initial ensemble for `constraint`.
-    pub fn select(models: &[Candidate], constraint: Constraint, config: &SelectionConfig) -> Self {
-        let members = selection::initial(models, &constraint, config);
+    pub fn select(
+        models: &[Candidate],
+        constraint: Constraint,
+        config: &SelectionConfig,
+        recorded: Option<&Recorded>,
+    ) -> Self {
+        let members = selection::initial(models, &constraint, config, recorded);
         Self::new(models, constraint, members, 0, config)
     }
 
@@ -69,43 +93,91 @@ impl Ensemble {
             w.winning_votes.resize(winning_votes + 1, 0);
         }
         w.winning_votes[winning_votes] += 1;
+        if let Some(trial) = &mut self.trial {
+            let mut tally = Vec::new();
+            let mut vote = |without: bool| {
+                let votes = self
+                    .members
+                    .iter()
+                    .zip(member_classes)
+                    .filter_map(|(m, c)| {
+                        let counted = !(without && trial.added.contains(m));
+                        Some((c.filter(|_| counted)?, self.accuracy.get(*m).copied()?))
+                    });
+                majority_vote(votes, &mut tally) == Some(label)
+            };
+            let (with, without) = (vote(false), vote(true));
+            trial.with += usize::from(with);
+            trial.without += usize::from(without);
+        }
     }
 
     /// O2 at the end of an interval: returns the change made, if any. The candidate pool
-    /// is refreshed first, so models deployed since can join.
+    /// is refreshed first, so models deployed since can join. An addition is on trial for
+    /// one window: when, on that window's labelled items, the members' majority was right
+    /// no more often than it would have been without the addition, the addition is
+    /// reverted and not tried again. (Comparing with the window before would confirm
+    /// almost any addition: that window was picked for falling short.)
     pub fn revisit(
         &mut self,
         models: &[Candidate],
         config: &SelectionConfig,
+        recorded: Option<&Recorded>,
     ) -> Option<Adjustment> {
         self.pool = selection::candidates(models, &self.constraint, config);
         if self.window.labelled == 0 {
             return None; // Keep collecting until labels arrive.
         }
+        if let Some(trial) = self.trial.take()
+            && trial.with <= trial.without
+        {
+            let members: Vec<usize> = self
+                .members
+                .iter()
+                .copied()
+                .filter(|m| !trial.added.contains(m))
+                .collect();
+            self.rejected.extend(&trial.added);
+            self.replace(members, self.generation + 1);
+            return Some(Adjustment::Revert(trial.added));
+        }
+        let pool: Vec<usize> = self
+            .pool
+            .iter()
+            .copied()
+            .filter(|m| !self.rejected.contains(m))
+            .collect();
         let adjustment = selection::adjust(
             models,
             &self.members,
-            &self.pool,
+            &pool,
             &self.window,
             self.constraint.accuracy,
             config,
+            recorded,
         );
         match &adjustment {
-            Adjustment::Keep => self.reset_window(),
+            Adjustment::Keep | Adjustment::Revert(_) => self.reset_window(),
             Adjustment::Prune(members) => self.replace(members.clone(), self.generation + 1),
-            Adjustment::Add(model) => {
+            Adjustment::Add(added) => {
                 let mut members = self.members.clone();
-                members.push(*model);
+                members.extend(added);
                 self.replace(members, self.generation + 1);
+                self.trial = Some(Trial {
+                    added: added.clone(),
+                    ..Trial::default()
+                });
             }
         }
         (adjustment != Adjustment::Keep).then_some(adjustment)
     }
 
-    /// Adopts a new member list (from O2 or from another master through the cache).
+    /// Adopts a new member list (from O2 or from another master through the cache); an
+    /// addition on trial is settled by whoever made the change.
     pub fn replace(&mut self, members: Vec<usize>, generation: u64) {
         self.members = members;
         self.generation = generation;
+        self.trial = None;
         self.reset_window();
     }
 
@@ -163,6 +235,69 @@ pub fn targets_of(ensembles: &[Ensemble], models: usize) -> Vec<Option<f64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selection::Objective;
+
+    /// One labelled item of class 0 per row of `answers` (each member's class, in
+    /// member order); the ensemble answers class 0 when half or more of them do.
+    fn window(e: &mut Ensemble, answers: &[&[usize]]) {
+        for row in answers {
+            let classes: Vec<Option<usize>> = row.iter().map(|&c| Some(c)).collect();
+            let right = row.iter().filter(|&&c| c == 0).count();
+            let ensemble = usize::from(2 * right < row.len());
+            e.record(e.generation, &classes, ensemble, row.len(), 0);
+        }
+    }
+
+    #[test]
+    fn an_addition_the_next_window_does_not_confirm_is_reverted_and_not_tried_again() {
+        let model = |latency_ms, accuracy| Candidate {
+            latency_ms,
+            accuracy,
+            packing_factor: 1,
+        };
+        let models = [
+            model(1.0, 0.80),
+            model(1.0, 0.85),
+            model(1.0, 0.86),
+            model(1.0, 0.87),
+        ];
+        let config = SelectionConfig {
+            latency_margin_ms: 0.0,
+            accuracy_margin: 0.0,
+        };
+        let constraint = Constraint {
+            latency_ms: 1.0,
+            accuracy: 0.9,
+            objective: Objective::Accuracy,
+        };
+        let mut e = Ensemble::new(&models, constraint, vec![1], 0, &config);
+        window(&mut e, &[&[0], &[1]]);
+        assert_eq!(
+            e.revisit(&models, &config, None),
+            Some(Adjustment::Add(vec![3]))
+        );
+        assert_eq!(e.members, [1, 3]);
+        // Model 3 answers as model 1 does: no item is right that was not right without
+        // it, so it is taken back, for good (even though this window is the better one).
+        window(&mut e, &[&[0, 0], &[0, 0], &[1, 1]]);
+        assert_eq!(
+            e.revisit(&models, &config, None),
+            Some(Adjustment::Revert(vec![3]))
+        );
+        assert_eq!((e.members.as_slice(), e.generation), (&[1][..], 2));
+        window(&mut e, &[&[0], &[1]]);
+        assert_eq!(
+            e.revisit(&models, &config, None),
+            Some(Adjustment::Add(vec![2]))
+        );
+        // Model 2 is right where 1 is not and, more accurate, wins the tie: it stays.
+        window(&mut e, &[&[0, 0], &[1, 0], &[1, 1]]);
+        assert_eq!(
+            e.revisit(&models, &config, None),
+            Some(Adjustment::Add(vec![0]))
+        );
+        assert_eq!(e.members, [1, 2, 0]);
+    }
 
     #[test]
     fn a_models_target_is_the_tightest_of_the_ensembles_using_it() {

@@ -2,18 +2,21 @@
 //!
 //! - O1 ([`initial`]): the candidates are the models whose profiled latency is within the
 //!   target plus a margin. If one candidate alone meets the accuracy target it is served
-//!   alone. Otherwise candidates join most-accurate-first until the exact
-//!   Poisson-binomial majority accuracy ([`crate::estimate::majority_accuracy`]) reaches
-//!   the target. If none does, the prefix with the best estimate is used.
+//!   alone. Otherwise candidates join most-accurate-first until the estimated majority
+//!   accuracy ([`estimate`]) reaches the target. If none does, the prefix with the best
+//!   estimate is used.
 //! - O2 ([`adjust`]): every interval, with the window's labelled outcomes: when window
 //!   accuracy is at least the target plus a margin and the mode of the winning vote count
 //!   exceeds ⌊N/2⌋+1, prune to ⌊N/2⌋+1 members, dropping those least accurate in the window
 //!   (tie: lowest packing factor). When window accuracy is below the target, add the
-//!   unused candidate with the best accuracy.
+//!   most accurate unused candidate that raises the estimated majority accuracy (the
+//!   paper adds the most accurate one whether or not it can help; an ensemble then grows
+//!   towards every candidate and ends below its best member). [`crate::ensemble`] reverts
+//!   an addition the next window does not confirm.
 //! - Failover ([`substitutes`]): the candidates that stand in, best first, for members
 //!   that cannot answer a request in time.
 
-use crate::estimate::majority_accuracy;
+use crate::estimate::{Recorded, majority_accuracy};
 
 /// What selection knows about a model.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +106,7 @@ pub fn initial(
     models: &[Candidate],
     constraint: &Constraint,
     config: &SelectionConfig,
+    recorded: Option<&Recorded>,
 ) -> Vec<usize> {
     let mut pool = candidates(models, constraint, config);
     let meets = |i: &usize| models[*i].accuracy >= constraint.accuracy;
@@ -121,10 +125,8 @@ pub fn initial(
     }
     pool.sort_by(|a, b| by_accuracy(models, *a, *b));
     let mut best: (f64, usize) = (f64::NEG_INFINITY, 0);
-    let mut accuracies = Vec::with_capacity(pool.len());
-    for (k, &i) in pool.iter().enumerate() {
-        accuracies.push(models[i].accuracy);
-        let estimate = majority_accuracy(&accuracies);
+    for k in 0..pool.len() {
+        let estimate = estimate(models, &pool[..=k], recorded);
         if estimate >= constraint.accuracy {
             return pool[..=k].to_vec();
         }
@@ -168,6 +170,67 @@ fn by_latency(models: &[Candidate], a: usize, b: usize) -> std::cmp::Ordering {
         .then(a.cmp(&b))
 }
 
+/// The estimated majority accuracy of `members`: counted on the recorded test-set
+/// answers when every member has them (correlated errors count), else the
+/// Poisson-binomial estimate from the members' accuracies (independent errors).
+pub fn estimate(models: &[Candidate], members: &[usize], recorded: Option<&Recorded>) -> f64 {
+    let accuracy: Vec<f64> = models.iter().map(|m| m.accuracy).collect();
+    recorded
+        .and_then(|r| r.majority(members, &accuracy))
+        .unwrap_or_else(|| {
+            let of_members: Vec<f64> = members
+                .iter()
+                .filter_map(|&m| accuracy.get(m).copied())
+                .collect();
+            majority_accuracy(&of_members)
+        })
+}
+
+/// How many of the most accurate unused candidates O2 tries in pairs.
+const SHORTLIST: usize = 6;
+
+/// What O2 adds to `members` when the window falls short. Without recorded answers, the
+/// paper's rule: the most accurate unused candidate. With them, the one or two most
+/// accurate unused candidates whose addition raises the estimate most (two, because one
+/// alone may make an even vote whose ties go to one member, which cannot beat it), and
+/// nothing when no addition raises it.
+fn addition(
+    models: &[Candidate],
+    members: &[usize],
+    pool: &[usize],
+    recorded: Option<&Recorded>,
+) -> Option<Vec<usize>> {
+    let mut unused: Vec<usize> = pool
+        .iter()
+        .copied()
+        .filter(|i| !members.contains(i) && *i < models.len())
+        .collect();
+    unused.sort_by(|a, b| by_accuracy(models, *a, *b));
+    let Some(recorded) = recorded else {
+        return unused.first().map(|&c| vec![c]);
+    };
+    let now = estimate(models, members, Some(recorded));
+    let with = |add: &[usize]| {
+        let grown: Vec<usize> = members.iter().chain(add).copied().collect();
+        estimate(models, &grown, Some(recorded))
+    };
+    let shortlist = &unused[..unused.len().min(SHORTLIST)];
+    let singles = shortlist.iter().map(|&a| vec![a]);
+    let pairs = shortlist
+        .iter()
+        .enumerate()
+        .flat_map(|(k, &a)| shortlist[k + 1..].iter().map(move |&b| vec![a, b]));
+    // Singles first: a pair must do strictly better than every single to be chosen.
+    let mut best: Option<(f64, Vec<usize>)> = None;
+    for add in singles.chain(pairs) {
+        let e = with(&add);
+        if e > best.as_ref().map_or(now, |b| b.0) {
+            best = Some((e, add));
+        }
+    }
+    best.map(|(_, add)| add)
+}
+
 /// What one constraint's ensemble did during an interval, from labelled requests.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Window {
@@ -202,12 +265,15 @@ pub enum Adjustment {
     Keep,
     /// The new member list after dropping the least accurate.
     Prune(Vec<usize>),
-    /// Add this candidate.
-    Add(usize),
+    /// Add these candidates (one, or two when one alone would make an even vote).
+    Add(Vec<usize>),
+    /// Take back these, the last addition, which the window after it did not confirm
+    /// ([`crate::ensemble::Ensemble::revisit`]).
+    Revert(Vec<usize>),
 }
 
 /// O2: adjusts `members` (indices into `models`) from the window. `pool` holds the
-/// constraint's candidates.
+/// candidates that may join.
 pub fn adjust(
     models: &[Candidate],
     members: &[usize],
@@ -215,6 +281,7 @@ pub fn adjust(
     window: &Window,
     target: f64,
     config: &SelectionConfig,
+    recorded: Option<&Recorded>,
 ) -> Adjustment {
     let Some(accuracy) = window.accuracy() else {
         return Adjustment::Keep;
@@ -240,14 +307,10 @@ pub fn adjust(
         }
         return Adjustment::Keep;
     }
-    if accuracy < target {
-        let unused = pool
-            .iter()
-            .filter(|i| !members.contains(i))
-            .min_by(|a, b| by_accuracy(models, **a, **b));
-        if let Some(&add) = unused {
-            return Adjustment::Add(add);
-        }
+    if accuracy < target
+        && let Some(add) = addition(models, members, pool, recorded)
+    {
+        return Adjustment::Add(add);
     }
     Adjustment::Keep
 }
@@ -314,7 +377,8 @@ mod tests {
             initial(
                 &models,
                 &constraint(10.0, 0.84, Objective::Latency),
-                &NO_MARGIN
+                &NO_MARGIN,
+                None
             ),
             [1]
         );
@@ -323,7 +387,8 @@ mod tests {
             initial(
                 &models,
                 &constraint(10.0, 0.84, Objective::Accuracy),
-                &NO_MARGIN
+                &NO_MARGIN,
+                None
             ),
             [3]
         );
@@ -331,7 +396,8 @@ mod tests {
             initial(
                 &models,
                 &constraint(60.0, 0.9, Objective::Accuracy),
-                &NO_MARGIN
+                &NO_MARGIN,
+                None
             ),
             [4]
         );
@@ -344,6 +410,7 @@ mod tests {
             &models,
             &constraint(10.0, 0.9, Objective::Accuracy),
             &NO_MARGIN,
+            None,
         );
         let estimate = majority_accuracy(&[0.87, 0.86, 0.85]);
         assert!(estimate >= 0.9, "{estimate}");
@@ -353,13 +420,15 @@ mod tests {
             &models,
             &constraint(10.0, 0.99, Objective::Accuracy),
             &NO_MARGIN,
+            None,
         );
         assert_eq!(best, [3, 2, 1]);
         assert!(
             initial(
                 &models,
                 &constraint(0.5, 0.8, Objective::Accuracy),
-                &NO_MARGIN
+                &NO_MARGIN,
+                None
             )
             .is_empty()
         );
@@ -392,6 +461,7 @@ mod tests {
             &window,
             0.9,
             &NO_MARGIN,
+            None,
         );
         assert_eq!(adjusted, Adjustment::Prune(vec![4, 3, 2]));
         // Accuracy without the margin's headroom: keep.
@@ -400,7 +470,15 @@ mod tests {
             ..window.clone()
         };
         assert_eq!(
-            adjust(&models, &members, &[0, 1, 2, 3, 4], &tight, 0.9, &NO_MARGIN),
+            adjust(
+                &models,
+                &members,
+                &[0, 1, 2, 3, 4],
+                &tight,
+                0.9,
+                &NO_MARGIN,
+                None
+            ),
             Adjustment::Keep
         );
         // Votes are not lopsided enough: keep.
@@ -409,7 +487,15 @@ mod tests {
             ..window
         };
         assert_eq!(
-            adjust(&models, &members, &[0, 1, 2, 3, 4], &close, 0.9, &NO_MARGIN),
+            adjust(
+                &models,
+                &members,
+                &[0, 1, 2, 3, 4],
+                &close,
+                0.9,
+                &NO_MARGIN,
+                None
+            ),
             Adjustment::Keep
         );
     }
@@ -424,8 +510,8 @@ mod tests {
             winning_votes: vec![0, 50],
         };
         assert_eq!(
-            adjust(&models, &[1], &[0, 1, 2, 3], &window, 0.9, &NO_MARGIN),
-            Adjustment::Add(3)
+            adjust(&models, &[1], &[0, 1, 2, 3], &window, 0.9, &NO_MARGIN, None),
+            Adjustment::Add(vec![3])
         );
         assert_eq!(
             adjust(
@@ -434,13 +520,98 @@ mod tests {
                 &[0, 1, 2, 3],
                 &window,
                 0.9,
-                &NO_MARGIN
+                &NO_MARGIN,
+                None
             ),
             Adjustment::Keep
         );
         assert_eq!(
-            adjust(&models, &[1], &[0, 1], &Window::default(), 0.9, &NO_MARGIN),
+            adjust(
+                &models,
+                &[1],
+                &[0, 1],
+                &Window::default(),
+                0.9,
+                &NO_MARGIN,
+                None
+            ),
             Adjustment::Keep
+        );
+    }
+
+    /// 100 items of class 0; model `m` answers class 1 on `wrong[m]` (so wrong models
+    /// agree with each other), class 0 elsewhere.
+    fn recorded(wrong: &[std::ops::Range<usize>]) -> Recorded {
+        let answers = wrong
+            .iter()
+            .map(|w| Some((0..100).map(|i| u16::from(w.contains(&i))).collect()))
+            .collect();
+        Recorded::new(answers, vec![0; 100])
+    }
+
+    #[test]
+    fn o2_adds_what_the_recorded_answers_say_helps_and_nothing_else() {
+        let models = zoo();
+        let window = Window {
+            labelled: 50,
+            correct: 40,
+            member_correct: vec![40],
+            winning_votes: vec![0, 50],
+        };
+        // Model 3, the most accurate candidate, errs where member 1 does; 2 and 0 err
+        // elsewhere, so together they outvote every error of the three others.
+        let answers = recorded(&[70..90, 0..15, 50..64, 0..13, 0..5]);
+        assert!((estimate(&models, &[1], Some(&answers)) - 0.85).abs() < 1e-12);
+        assert_eq!(
+            adjust(
+                &models,
+                &[1],
+                &[0, 1, 2, 3],
+                &window,
+                0.9,
+                &NO_MARGIN,
+                Some(&answers)
+            ),
+            Adjustment::Add(vec![2, 0])
+        );
+        // Every candidate errs where the member does: no addition can help, so none is
+        // made (the paper's rule would add model 3).
+        let same = recorded(&[0..20, 0..15, 0..15, 0..15, 0..5]);
+        assert_eq!(
+            adjust(
+                &models,
+                &[1],
+                &[0, 1, 2, 3],
+                &window,
+                0.9,
+                &NO_MARGIN,
+                Some(&same)
+            ),
+            Adjustment::Keep
+        );
+        assert_eq!(
+            adjust(&models, &[1], &[0, 1, 2, 3], &window, 0.9, &NO_MARGIN, None),
+            Adjustment::Add(vec![3])
+        );
+    }
+
+    #[test]
+    fn o1_counts_correlated_errors_on_the_recorded_answers() {
+        let models = zoo();
+        let target = constraint(10.0, 0.9, Objective::Accuracy);
+        // Independent errors: the three most accurate reach 0.9 by the estimate.
+        assert_eq!(initial(&models, &target, &NO_MARGIN, None), [3, 2, 1]);
+        // Recorded: 3, 2 and 1 err together, so their vote is 0.86; adding 0, which errs
+        // elsewhere, does not fix it either, so the best prefix is kept.
+        let together = recorded(&[86..100, 0..15, 0..14, 0..13, 0..5]);
+        assert!((estimate(&models, &[3, 2, 1], Some(&together)) - 0.86).abs() < 1e-12);
+        assert_eq!(initial(&models, &target, &NO_MARGIN, Some(&together)), [3]);
+        // Errors apart: three members outvote each one's errors.
+        let apart = recorded(&[0..20, 20..35, 40..54, 60..73, 0..5]);
+        assert_eq!(estimate(&models, &[3, 2, 1], Some(&apart)), 1.0);
+        assert_eq!(
+            initial(&models, &target, &NO_MARGIN, Some(&apart)),
+            [3, 2, 1]
         );
     }
 }

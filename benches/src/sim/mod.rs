@@ -137,7 +137,8 @@ pub fn run(
     let hop_s = config.hop_ms / 1000.0;
     let mut members: Vec<usize> = Vec::new();
     let mut ballots = Ballots::default();
-    let items = world.labels.len().max(1);
+    // Requests are the test items selection does not estimate on (`World::recorded`).
+    let (first_scored, items) = world.scored_items();
     let chaos = config.revocations_per_hour * config.reactive_interval_s / 3600.0;
     let spot = config.scheme.spot();
 
@@ -190,7 +191,7 @@ pub fn run(
             } else if at == next_o2 {
                 next_o2 += config.o2_interval_s;
                 for (ensemble, dropped) in ensembles.iter_mut().zip(&mut dropped) {
-                    o2(config, models, ensemble, dropped);
+                    o2(config, world, ensemble, dropped);
                 }
             } else {
                 next_bucket += config.bucket_s;
@@ -222,6 +223,7 @@ pub fn run(
         }
         // The request.
         let (kind, item) = workload::draw(&mut requests, &mix, items);
+        let item = first_scored + item;
         let (Some(ensemble), Some(&deadline), Some(&label)) = (
             ensembles.get_mut(kind),
             deadline_s.get(kind),
@@ -303,7 +305,7 @@ pub fn run(
             *count += 1;
             if *count >= n.max(1) {
                 *count = 0;
-                o2(config, models, ensemble, dropped);
+                o2(config, world, ensemble, dropped);
             }
         }
     }

@@ -16,7 +16,9 @@ pub(super) fn initial_ensembles(world: &World, config: &SimConfig) -> Vec<Ensemb
         .map(|t| {
             let c = t.constraint;
             match config.scheme {
-                Scheme::Cocktail => Ensemble::select(models, c, &config.selection),
+                Scheme::Cocktail => {
+                    Ensemble::select(models, c, &config.selection, Some(&world.recorded))
+                }
                 Scheme::Infaas => Ensemble::new(
                     models,
                     c,
@@ -113,17 +115,20 @@ pub(super) fn clipper_x_step(
 /// The end of a constraint type's interval: Cocktail's O2, or Clipper-X's step.
 pub(super) fn o2(
     config: &SimConfig,
-    models: &[Candidate],
+    world: &World,
     ensemble: &mut Ensemble,
     dropped: &mut Vec<usize>,
 ) {
     match config.scheme {
         Scheme::Cocktail => {
-            ensemble.revisit(models, &config.selection);
+            ensemble.revisit(&world.candidates, &config.selection, Some(&world.recorded));
         }
-        Scheme::ClipperX => {
-            clipper_x_step(models, ensemble, dropped, config.selection.accuracy_margin)
-        }
+        Scheme::ClipperX => clipper_x_step(
+            &world.candidates,
+            ensemble,
+            dropped,
+            config.selection.accuracy_margin,
+        ),
         Scheme::Infaas | Scheme::Clipper => {}
     }
 }

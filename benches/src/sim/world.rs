@@ -4,6 +4,7 @@ use anyhow::Context;
 use cocktail_common::catalog::{self, Catalog};
 use cocktail_common::latency::BatchLatency;
 use cocktail_common::{Predictions, Zoo};
+use cocktail_policy::estimate::Recorded;
 use cocktail_policy::selection::Candidate;
 
 use crate::workload::{self, ConstraintType};
@@ -20,6 +21,10 @@ pub struct World {
     /// `answers[model][item]`: the class each model gave each test item.
     pub answers: Vec<Vec<u16>>,
     pub labels: Vec<u16>,
+    /// The recorded answers on the first half of the test items, which selection
+    /// estimates on; requests are drawn from the other half ([`World::scored_items`]),
+    /// so no policy learns on the items it is scored on.
+    pub recorded: Recorded,
     pub types: Vec<ConstraintType>,
     pub catalog: Catalog,
     /// `packing[model][type]`: Pf of the model on each catalog type.
@@ -75,6 +80,9 @@ impl World {
                     .collect()
             })
             .collect();
+        let labels = predictions.labels.clone();
+        let recorded = Recorded::new(answers.iter().cloned().map(Some).collect(), labels.clone())
+            .slice(0..labels.len() / 2);
         Ok(Self {
             task: task.to_owned(),
             types: workload::constraint_types(&candidates),
@@ -82,7 +90,8 @@ impl World {
             class_accuracy: entries.iter().map(|m| m.class_accuracy.clone()).collect(),
             classes: spec.labels.len(),
             answers,
-            labels: predictions.labels.clone(),
+            labels,
+            recorded,
             models,
             candidates,
             catalog,
@@ -93,6 +102,16 @@ impl World {
 }
 
 impl World {
+    /// The test items requests are drawn from: (the first, how many), the half that
+    /// [`World::recorded`] leaves out (all items when there is only one).
+    pub fn scored_items(&self) -> (usize, usize) {
+        let first = self.labels.len() / 2;
+        match self.labels.len() - first {
+            0 => (0, 1),
+            n => (first, n),
+        }
+    }
+
     /// The same world with every model `factor` times slower (latencies, and so the
     /// constraint types): our models run in microseconds, the papers' in 10–300 ms, and
     /// the autoscaling studies need pools that take more than one instance.
@@ -111,6 +130,7 @@ impl World {
             classes: self.classes,
             answers: self.answers.clone(),
             labels: self.labels.clone(),
+            recorded: self.recorded.clone(),
             catalog: self.catalog.clone(),
             packing: self.packing.clone(),
             type_latency: self

@@ -188,7 +188,7 @@ impl Master {
                 .increment(1);
         }
         let served = self.served(task);
-        let members = selection::initial(&served, &constraint, config);
+        let members = selection::initial(&served, &constraint, config, task.recorded.as_ref());
         tracing::info!(%key, members = ?names(task, &members), "O1 selected an ensemble");
         let state = self.ensembles.insert(
             key.clone(),
@@ -475,12 +475,14 @@ impl Master {
                 &self.served(task),
                 self.config.interval,
                 &self.config.selection,
+                task.recorded.as_ref(),
             )
         };
         if let Some(change) = change {
             let kind = match change {
                 Adjustment::Prune(_) => "prune",
                 Adjustment::Add(_) => "add",
+                Adjustment::Revert(_) => "revert",
                 Adjustment::Keep => "keep",
             };
             let members = names(task, &state.lock().members);

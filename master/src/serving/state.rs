@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::config::Interval;
 use crate::serving::tasks::TaskTable;
 use cocktail_policy::ensemble::Ensemble;
+use cocktail_policy::estimate::Recorded;
 use cocktail_policy::selection::{self, Adjustment, Candidate, Constraint, SelectionConfig};
 
 /// The constraint key: requests with the same task and constraints share an ensemble
@@ -114,13 +115,14 @@ impl KeyState {
         models: &[Candidate],
         interval: Interval,
         config: &SelectionConfig,
+        recorded: Option<&Recorded>,
     ) -> Option<Adjustment> {
         if !self.due(interval) {
             return None;
         }
         self.started = Instant::now();
         self.requests = 0;
-        self.ensemble.revisit(models, config)
+        self.ensemble.revisit(models, config, recorded)
     }
 }
 
@@ -307,12 +309,12 @@ mod tests {
         assert_eq!(state.window_labelled(), 1);
         assert!(
             state
-                .revisit(&models(), Interval::Requests(2), &config)
+                .revisit(&models(), Interval::Requests(2), &config, None)
                 .is_none(),
             "not due"
         );
         state.begin();
-        let change = state.revisit(&models(), Interval::Requests(2), &config);
+        let change = state.revisit(&models(), Interval::Requests(2), &config, None);
         assert_eq!(change, Some(Adjustment::Prune(vec![3, 2])));
         assert_eq!((state.members.clone(), state.generation), (vec![3, 2], 1));
         assert_eq!(
@@ -325,8 +327,8 @@ mod tests {
         state.begin();
         state.record(1, &[Some(0), Some(0)], 0, 2, 1);
         assert_eq!(
-            state.revisit(&models(), Interval::Requests(2), &config),
-            Some(Adjustment::Add(1))
+            state.revisit(&models(), Interval::Requests(2), &config, None),
+            Some(Adjustment::Add(vec![1]))
         );
         assert_eq!(state.members, vec![3, 2, 1]);
     }
@@ -344,6 +346,7 @@ mod tests {
             models: vec!["m".into()],
             candidates: models()[..1].to_vec(),
             accuracy: vec![0.8],
+            recorded: None,
             weights: parking_lot::RwLock::new(cocktail_policy::voting::ClassWeights::seeded(
                 &[vec![0.8, 0.8]],
                 10.0,

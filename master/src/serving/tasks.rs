@@ -4,8 +4,9 @@
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 
-use cocktail_common::{Preprocess, Zoo};
+use cocktail_common::{Predictions, Preprocess, Zoo};
 
+use cocktail_policy::estimate::Recorded;
 use cocktail_policy::selection::Candidate;
 use cocktail_policy::voting::ClassWeights;
 
@@ -28,6 +29,9 @@ pub struct TaskTable {
     pub models: Vec<String>,
     pub candidates: Vec<Candidate>,
     pub accuracy: Vec<f64>,
+    /// The models' recorded answers on the test set, for selection's estimates; `None`
+    /// when the zoo ships none (selection then assumes independent errors).
+    pub recorded: Option<Recorded>,
     /// `W[model][class]`, seeded from the manifest and updated from labels.
     pub weights: RwLock<ClassWeights>,
 }
@@ -68,6 +72,22 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64, latency_scale: f64) -> BTreeMap<St
             .collect();
         let class_accuracy: Vec<Vec<f64>> =
             models.iter().map(|m| m.class_accuracy.clone()).collect();
+        let recorded = match Predictions::load(&zoo.resolve(&spec.predictions)) {
+            Ok(p) => Some(Recorded::new(
+                models
+                    .iter()
+                    .map(|m| {
+                        p.model_index(&m.name)
+                            .and_then(|i| p.classes.get(i).cloned())
+                    })
+                    .collect(),
+                p.labels,
+            )),
+            Err(e) => {
+                tracing::warn!(task = %name, error = %e, "no recorded predictions: selection assumes independent errors");
+                None
+            }
+        };
         tables.insert(
             name.clone(),
             TaskTable {
@@ -77,6 +97,7 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64, latency_scale: f64) -> BTreeMap<St
                 labels: spec.labels.clone(),
                 models: models.iter().map(|m| m.name.clone()).collect(),
                 accuracy: models.iter().map(|m| m.accuracy).collect(),
+                recorded,
                 candidates,
                 weights: RwLock::new(ClassWeights::seeded(&class_accuracy, weight_prior)),
             },
