@@ -149,6 +149,7 @@ pub async fn run(
         })
     };
 
+    let scored = workload::scored_items(inputs.len());
     for at in Arrivals::new(&config.rates, config.seed) {
         tokio::time::sleep_until(started + Duration::from_secs_f64(at)).await;
         if let Some(bar) = progress {
@@ -158,7 +159,8 @@ pub async fn run(
             dropped += 1;
             continue;
         };
-        let (kind, item) = workload::draw(&mut rng, &mix, inputs.len());
+        let (kind, item) = workload::draw(&mut rng, &mix, scored.1);
+        let item = scored.0 + item;
         let (Some(t), Some(&label)) = (types.get(kind), labels.get(item)) else {
             continue;
         };

@@ -9,7 +9,8 @@
 //! for that model.)
 //! InFaaS answers such a request with that model; Cocktail starts from it too (O1 prefers
 //! a single model that meets the constraint) and O2 grows an ensemble from the faster
-//! candidates whenever the window of labelled answers falls below the target.
+//! candidates when the window of labelled answers falls below the target and the recorded
+//! answers say an addition helps.
 
 use cocktail_policy::selection::{Candidate, Constraint, Objective};
 
@@ -65,6 +66,18 @@ pub fn constraint_types(models: &[Candidate]) -> Vec<ConstraintType> {
             model,
         })
         .collect()
+}
+
+/// The test items requests are drawn from, simulated and live: (the first, how many).
+/// Selection estimates on the recorded answers of the first half of a task's test set
+/// (the simulator's `World::recorded`), so requests are scored on the other half (all
+/// items when there is only one).
+pub fn scored_items(total: usize) -> (usize, usize) {
+    let first = total / 2;
+    match total - first {
+        0 => (0, 1),
+        n => (first, n),
+    }
 }
 
 /// How often each constraint type is sent (`--mix`: `strict`, `relaxed`).

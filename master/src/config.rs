@@ -45,8 +45,8 @@ pub struct MasterConfig {
     /// Weight of the manifest's per-class accuracy, in observations, when seeding the
     /// runtime correctness table.
     pub weight_prior: f64,
-    /// Every n-th unlabelled request is also sent to the unused candidates, whose joint
-    /// majority becomes its pseudo-label (0: never).
+    /// Every n-th unlabelled request is also sent to the unused candidates; each candidate's
+    /// weights learn what the others agree on (0: never). O2 uses real labels only.
     pub pseudo_label_every: u64,
     /// Answered requests remembered for `/v1/feedback`.
     pub feedback_capacity: usize,

@@ -86,7 +86,9 @@ struct Args {
     /// Expected worker heartbeat period in milliseconds.
     #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
     heartbeat_ms: u64,
-    /// Every n-th unlabelled request is pseudo-labelled by all candidates (0: never).
+    /// Every n-th unlabelled request is also answered by every candidate, and each
+    /// candidate's per-class weights learn what the others agree on (0: never). O2 decides
+    /// on real labels only (`label`, `/v1/feedback`).
     #[arg(long, env = "COCKTAIL_PSEUDO_LABEL_EVERY", default_value_t = 10)]
     pseudo_label_every: u64,
     /// HTTP worker threads.

@@ -200,6 +200,36 @@ pub fn vote_batch(
     Some(outcome)
 }
 
+/// The share of the *other* voters that must agree on a class before a voter learns it as
+/// a pseudo-label.
+pub const PSEUDO_AGREEMENT: f64 = 0.75;
+
+/// What each voter may learn from one unlabelled item: the class most of the other voters
+/// gave, when at least [`PSEUDO_AGREEMENT`] of them (and at least two) gave it; `None`
+/// otherwise. `classes[v]` is voter `v`'s class. A voter's own vote never labels it: a
+/// majority that includes the voter agrees with it more often than the truth does, and
+/// would lower the weights of the best model exactly where it is right.
+pub fn pseudo_labels(classes: &[usize]) -> Vec<Option<usize>> {
+    let mut tally: Vec<(usize, usize)> = Vec::new();
+    for &c in classes {
+        match tally.iter_mut().find(|t| t.0 == c) {
+            Some(t) => t.1 += 1,
+            None => tally.push((c, 1)),
+        }
+    }
+    let others = classes.len().saturating_sub(1);
+    classes
+        .iter()
+        .map(|&own| {
+            let (class, agree) = tally
+                .iter()
+                .map(|&(c, n)| (c, n - usize::from(c == own)))
+                .max_by_key(|&(c, n)| (n, std::cmp::Reverse(c)))?;
+            (others >= 2 && agree as f64 >= PSEUDO_AGREEMENT * others as f64).then_some(class)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,5 +368,23 @@ mod tests {
             assert_eq!(batch.scores[item], one.scores);
         }
         assert!(vote_batch(Scheme::Weighted, &[], 1, &weights, &accuracy, 2).is_none());
+    }
+
+    #[test]
+    fn a_voter_learns_only_what_enough_of_the_others_agree_on() {
+        // Four of five say 3: the four learn 3 from the other three agreeing (3 of 4),
+        // and so does the dissenter (all four others).
+        assert_eq!(pseudo_labels(&[3, 3, 3, 3, 1]), vec![Some(3); 5]);
+        // Three of five: each of the three sees only two of four others agree (0.5).
+        assert_eq!(
+            pseudo_labels(&[3, 3, 3, 1, 2]),
+            vec![None; 3]
+                .into_iter()
+                .chain([Some(3), Some(3)])
+                .collect::<Vec<_>>()
+        );
+        // Two voters: one other is not enough evidence.
+        assert_eq!(pseudo_labels(&[3, 3]), vec![None, None]);
+        assert!(pseudo_labels(&[]).is_empty());
     }
 }

@@ -21,9 +21,9 @@ pub struct World {
     /// `answers[model][item]`: the class each model gave each test item.
     pub answers: Vec<Vec<u16>>,
     pub labels: Vec<u16>,
-    /// The recorded answers on the first half of the test items, which selection
-    /// estimates on; requests are drawn from the other half ([`World::scored_items`]),
-    /// so no policy learns on the items it is scored on.
+    /// The recorded answers on the test items selection estimates on; requests are drawn
+    /// from the others ([`workload::scored_items`]), so no policy learns on the items it
+    /// is scored on.
     pub recorded: Recorded,
     pub types: Vec<ConstraintType>,
     pub catalog: Catalog,
@@ -82,7 +82,7 @@ impl World {
             .collect();
         let labels = predictions.labels.clone();
         let recorded = Recorded::new(answers.iter().cloned().map(Some).collect(), labels.clone())
-            .slice(0..labels.len() / 2);
+            .slice(0..workload::scored_items(labels.len()).0);
         Ok(Self {
             task: task.to_owned(),
             types: workload::constraint_types(&candidates),
@@ -102,14 +102,9 @@ impl World {
 }
 
 impl World {
-    /// The test items requests are drawn from: (the first, how many), the half that
-    /// [`World::recorded`] leaves out (all items when there is only one).
+    /// The test items requests are drawn from ([`workload::scored_items`]).
     pub fn scored_items(&self) -> (usize, usize) {
-        let first = self.labels.len() / 2;
-        match self.labels.len() - first {
-            0 => (0, 1),
-            n => (first, n),
-        }
+        workload::scored_items(self.labels.len())
     }
 
     /// The same world with every model `factor` times slower (latencies, and so the

@@ -22,11 +22,11 @@ use crate::serving::dispatch::{MemberError, call_member};
 use crate::serving::failover::{Call, Slot, Spares, serve_slot};
 use crate::serving::registry::{Registry, Speed};
 use crate::serving::request::ValidRequest;
-use crate::serving::state::{Answered, ConstraintKey, Ensembles, KeyState, LabelKind, Recent};
+use crate::serving::state::{Answered, ConstraintKey, Ensembles, KeyState, Recent};
 use crate::serving::tasks::{self, TaskTable};
 use crate::serving::usage::Usage;
 use cocktail_policy::selection::{self, Adjustment, Constraint};
-use cocktail_policy::voting::{Ballot, BatchOutcome, Scheme, Voter, vote, vote_batch};
+use cocktail_policy::voting::{BatchOutcome, Scheme, Voter, vote_batch};
 
 /// A request's ensemble, as [`Master::resolve`] found it.
 struct Resolved {
@@ -455,7 +455,7 @@ impl Master {
             winning_votes: outcome.winning_votes.clone(),
         };
         match &request.labels {
-            Some(labels) => record.learn(labels, LabelKind::Real),
+            Some(labels) => record.learn(labels),
             None => {
                 self.maybe_pseudo_label(&record, &resolved.state, request, resolved.deadline);
                 self.recent.remember(id.to_owned(), record);
@@ -494,7 +494,8 @@ impl Master {
     }
 
     /// Every n-th unlabelled request also goes to the candidates outside the ensemble,
-    /// in the background; the majority of all candidates becomes its pseudo-label.
+    /// in the background; what the others agree on becomes each candidate's pseudo-label
+    /// ([`Answered::learn_pseudo`]).
     fn maybe_pseudo_label(
         &self,
         record: &Answered,
@@ -552,38 +553,7 @@ impl Master {
                     all.push((m, answer.classes));
                 }
             }
-            let labels: Vec<usize> = (0..items)
-                .filter_map(|item| {
-                    let ballots: Vec<Ballot<'_>> = all
-                        .iter()
-                        .map(|(m, c)| Ballot {
-                            model: *m,
-                            class: c[item],
-                            probabilities: &[],
-                        })
-                        .collect();
-                    let weights = record.task.weights.read();
-                    vote(
-                        Scheme::Majority,
-                        &ballots,
-                        &weights,
-                        &record.task.accuracy,
-                        classes,
-                    )
-                    .map(|o| o.class)
-                })
-                .collect();
-            if labels.len() == items {
-                // Candidates outside the ensemble learn from the pseudo-label too.
-                let mut weights = record.task.weights.write();
-                for (m, classes) in all.iter().filter(|(m, _)| !record.members.contains(m)) {
-                    for (&label, &class) in labels.iter().zip(classes) {
-                        weights.record(*m, label, class);
-                    }
-                }
-                drop(weights);
-                record.learn(&labels, LabelKind::Pseudo);
-            }
+            record.learn_pseudo(&all, items);
         });
     }
 
@@ -609,7 +579,7 @@ impl Master {
                 return Err(e);
             }
         };
-        answered.learn(&labels, LabelKind::Real);
+        answered.learn(&labels);
         let key = ConstraintKey::new(&answered.task.name, &answered.state.lock().constraint);
         self.revisit(&answered.task, &key, &answered.state);
         Ok(items)

@@ -17,6 +17,7 @@ use crate::serving::tasks::TaskTable;
 use cocktail_policy::ensemble::Ensemble;
 use cocktail_policy::estimate::Recorded;
 use cocktail_policy::selection::{self, Adjustment, Candidate, Constraint, SelectionConfig};
+use cocktail_policy::voting;
 
 /// The constraint key: requests with the same task and constraints share an ensemble
 /// (in this master's table and, under the same name, in the shared cache).
@@ -177,25 +178,10 @@ pub struct Answered {
     pub winning_votes: Vec<usize>,
 }
 
-/// Whether a label came from the user or from the candidates' majority.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LabelKind {
-    Real,
-    Pseudo,
-}
-
-impl LabelKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Real => "real",
-            Self::Pseudo => "pseudo",
-        }
-    }
-}
-
 impl Answered {
-    /// Teaches the weights and the O2 window the labels of every item.
-    pub fn learn(&self, labels: &[usize], kind: LabelKind) {
+    /// Teaches the weights and the O2 window the real labels of every item (from the
+    /// request or `/v1/feedback`).
+    pub fn learn(&self, labels: &[usize]) {
         {
             let mut weights = self.task.weights.write();
             for (slot, &model) in self.members.iter().enumerate() {
@@ -219,8 +205,35 @@ impl Answered {
                 state.record(self.generation, &per_member, ensemble, votes, label);
             }
         }
-        metrics::counter!("cocktail_master_labels_total", "kind" => kind.as_str())
+        metrics::counter!("cocktail_master_labels_total", "kind" => "real")
             .increment(labels.len() as u64);
+    }
+
+    /// Teaches the weights what the candidates agree on: `votes` holds every voter's
+    /// classes per item (the members and the shadow-called candidates). Each voter learns,
+    /// per item, the class enough of the *others* gave ([`voting::pseudo_labels`]), never
+    /// its own vote. Pseudo-labels do not reach O2's window: its decisions rest on real
+    /// labels only.
+    pub fn learn_pseudo(&self, votes: &[(usize, Vec<usize>)], items: usize) {
+        let mut learned = 0_u64;
+        let mut weights = self.task.weights.write();
+        for item in 0..items {
+            let Some(classes) = votes
+                .iter()
+                .map(|(_, c)| c.get(item).copied())
+                .collect::<Option<Vec<usize>>>()
+            else {
+                continue;
+            };
+            let labels = voting::pseudo_labels(&classes);
+            for (((model, _), label), &class) in votes.iter().zip(labels).zip(&classes) {
+                if let Some(label) = label {
+                    weights.record(*model, label, class);
+                    learned += 1;
+                }
+            }
+        }
+        metrics::counter!("cocktail_master_labels_total", "kind" => "pseudo").increment(learned);
     }
 }
 
@@ -333,9 +346,12 @@ mod tests {
         assert_eq!(state.members, vec![3, 2, 1]);
     }
 
-    #[test]
-    fn recent_requests_are_bounded_and_taken_once() {
-        let task = Arc::new(TaskTable {
+    /// A text task of the first `n` of [`models`] and two classes.
+    fn task(n: usize) -> Arc<TaskTable> {
+        let candidates = models()[..n].to_vec();
+        let accuracy: Vec<f64> = candidates.iter().map(|c| c.accuracy).collect();
+        let class_accuracy: Vec<Vec<f64>> = accuracy.iter().map(|&a| vec![a, a]).collect();
+        Arc::new(TaskTable {
             name: "t".into(),
             kind: crate::serving::tasks::InputKind::Text,
             preprocess: cocktail_common::Preprocess::Text {
@@ -343,15 +359,50 @@ mod tests {
                 max_tokens: 8,
             },
             labels: vec!["a".into(), "b".into()],
-            models: vec!["m".into()],
-            candidates: models()[..1].to_vec(),
-            accuracy: vec![0.8],
+            models: (0..n).map(|m| format!("m{m}")).collect(),
+            candidates,
+            accuracy,
             recorded: None,
-            weights: parking_lot::RwLock::new(cocktail_policy::voting::ClassWeights::seeded(
-                &[vec![0.8, 0.8]],
-                10.0,
-            )),
-        });
+            weights: parking_lot::RwLock::new(voting::ClassWeights::seeded(&class_accuracy, 10.0)),
+        })
+    }
+
+    #[test]
+    fn pseudo_labels_teach_each_voter_what_the_others_agree_on_and_not_o2() {
+        let state = Arc::new(Mutex::new(KeyState::new(
+            &models(),
+            constraint(),
+            vec![0, 1],
+            0,
+            &SelectionConfig::default(),
+        )));
+        let answered = Answered {
+            task: task(4),
+            state,
+            generation: 0,
+            members: vec![0, 1],
+            member_classes: vec![Some(vec![1]), Some(vec![0])],
+            ensemble: vec![1],
+            winning_votes: vec![1],
+        };
+        // Members 0 and 1 and shadow candidates 2 and 3: three say 1, model 1 says 0.
+        answered.learn_pseudo(&[(0, vec![1]), (1, vec![0]), (2, vec![1]), (3, vec![1])], 1);
+        let weights = answered.task.weights.read();
+        // Model 1 learns it was wrong about 1 (all three others agree)...
+        assert!(weights.weight(1, 1) < 0.85, "{}", weights.weight(1, 1));
+        // ...and the three who said 1 learn nothing: two of three others is not enough.
+        assert_eq!(weights.weight(0, 1), 0.80);
+        drop(weights);
+        assert_eq!(
+            answered.state.lock().window_labelled(),
+            0,
+            "O2 sees real labels only"
+        );
+    }
+
+    #[test]
+    fn recent_requests_are_bounded_and_taken_once() {
+        let task = task(1);
         let state = Arc::new(Mutex::new(KeyState::new(
             &models(),
             constraint(),
@@ -375,7 +426,7 @@ mod tests {
         assert!(recent.take("a").is_none(), "evicted, oldest first");
         assert!(recent.take("b").is_some());
         assert!(recent.take("b").is_none(), "taken once");
-        answered.learn(&[1], LabelKind::Real);
+        answered.learn(&[1]);
         assert_eq!(answered.state.lock().window_labelled(), 1);
         assert!(answered.task.weights.read().weight(0, 1) > 0.8);
     }
