@@ -149,7 +149,7 @@ pub async fn run(
         })
     };
 
-    let scored = workload::scored_items(inputs.len());
+    let scored = cocktail_policy::estimate::scored_items(inputs.len());
     for at in Arrivals::new(&config.rates, config.seed) {
         tokio::time::sleep_until(started + Duration::from_secs_f64(at)).await;
         if let Some(bar) = progress {

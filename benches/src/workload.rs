@@ -68,18 +68,6 @@ pub fn constraint_types(models: &[Candidate]) -> Vec<ConstraintType> {
         .collect()
 }
 
-/// The test items requests are drawn from, simulated and live: (the first, how many).
-/// Selection estimates on the recorded answers of the first half of a task's test set
-/// (the simulator's `World::recorded`), so requests are scored on the other half (all
-/// items when there is only one).
-pub fn scored_items(total: usize) -> (usize, usize) {
-    let first = total / 2;
-    match total - first {
-        0 => (0, 1),
-        n => (first, n),
-    }
-}
-
 /// How often each constraint type is sent (`--mix`: `strict`, `relaxed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mix {

@@ -49,8 +49,14 @@ impl Recorded {
         Self { answers, labels }
     }
 
-    /// The same answers on the items `range` only (the simulator estimates on one half
-    /// of the test set and scores on the other).
+    /// The answers selection estimates on: the items before [`scored_items`], so that the
+    /// items the simulator and the load generator score requests on are never the ones
+    /// selection learned from (live and simulated alike).
+    pub fn for_estimates(&self) -> Self {
+        self.slice(0..scored_items(self.labels.len()).0)
+    }
+
+    /// The same answers on the items `range` only.
     pub fn slice(&self, range: std::ops::Range<usize>) -> Self {
         let range = range.start.min(self.labels.len())..range.end.min(self.labels.len());
         Self {
@@ -86,6 +92,17 @@ impl Recorded {
             })
             .count();
         Some(right as f64 / self.labels.len() as f64)
+    }
+}
+
+/// The recorded test items requests are scored on, simulated and live: (the first, how
+/// many), the second half of `total` (all items when there is only one). Selection
+/// estimates on the first half ([`Recorded::for_estimates`]).
+pub fn scored_items(total: usize) -> (usize, usize) {
+    let first = total / 2;
+    match total - first {
+        0 => (0, 1),
+        n => (first, n),
     }
 }
 

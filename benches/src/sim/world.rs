@@ -4,7 +4,7 @@ use anyhow::Context;
 use cocktail_common::catalog::{self, Catalog};
 use cocktail_common::latency::BatchLatency;
 use cocktail_common::{Predictions, Zoo};
-use cocktail_policy::estimate::Recorded;
+use cocktail_policy::estimate::{self, Recorded};
 use cocktail_policy::selection::Candidate;
 
 use crate::workload::{self, ConstraintType};
@@ -22,7 +22,7 @@ pub struct World {
     pub answers: Vec<Vec<u16>>,
     pub labels: Vec<u16>,
     /// The recorded answers on the test items selection estimates on; requests are drawn
-    /// from the others ([`workload::scored_items`]), so no policy learns on the items it
+    /// from the others ([`estimate::scored_items`]), so no policy learns on the items it
     /// is scored on.
     pub recorded: Recorded,
     pub types: Vec<ConstraintType>,
@@ -82,7 +82,7 @@ impl World {
             .collect();
         let labels = predictions.labels.clone();
         let recorded = Recorded::new(answers.iter().cloned().map(Some).collect(), labels.clone())
-            .slice(0..workload::scored_items(labels.len()).0);
+            .for_estimates();
         Ok(Self {
             task: task.to_owned(),
             types: workload::constraint_types(&candidates),
@@ -102,9 +102,9 @@ impl World {
 }
 
 impl World {
-    /// The test items requests are drawn from ([`workload::scored_items`]).
+    /// The test items requests are drawn from ([`estimate::scored_items`]).
     pub fn scored_items(&self) -> (usize, usize) {
-        workload::scored_items(self.labels.len())
+        estimate::scored_items(self.labels.len())
     }
 
     /// The same world with every model `factor` times slower (latencies, and so the

@@ -29,8 +29,9 @@ pub struct TaskTable {
     pub models: Vec<String>,
     pub candidates: Vec<Candidate>,
     pub accuracy: Vec<f64>,
-    /// The models' recorded answers on the test set, for selection's estimates; `None`
-    /// when the zoo ships none (selection then assumes independent errors).
+    /// The models' recorded answers on the test set's estimation half, for selection's
+    /// estimates; `None` when the zoo ships none (selection then assumes independent
+    /// errors).
     pub recorded: Option<Recorded>,
     /// `W[model][class]`, seeded from the manifest and updated from labels.
     pub weights: RwLock<ClassWeights>,
@@ -73,16 +74,19 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64, latency_scale: f64) -> BTreeMap<St
         let class_accuracy: Vec<Vec<f64>> =
             models.iter().map(|m| m.class_accuracy.clone()).collect();
         let recorded = match Predictions::load(&zoo.resolve(&spec.predictions)) {
-            Ok(p) => Some(Recorded::new(
-                models
-                    .iter()
-                    .map(|m| {
-                        p.model_index(&m.name)
-                            .and_then(|i| p.classes.get(i).cloned())
-                    })
-                    .collect(),
-                p.labels,
-            )),
+            Ok(p) => Some(
+                Recorded::new(
+                    models
+                        .iter()
+                        .map(|m| {
+                            p.model_index(&m.name)
+                                .and_then(|i| p.classes.get(i).cloned())
+                        })
+                        .collect(),
+                    p.labels,
+                )
+                .for_estimates(),
+            ),
             Err(e) => {
                 tracing::warn!(task = %name, error = %e, "no recorded predictions: selection assumes independent errors");
                 None

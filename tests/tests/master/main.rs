@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use cocktail_common::{Input, Predictions, TestSet, Zoo};
+use cocktail_policy::estimate::scored_items;
 use cocktail_tests::cluster::{Cluster, Redis, image_request, png_base64};
 use cocktail_tests::zoo_manifest;
 use serde_json::{Value, json};
@@ -34,18 +35,25 @@ const FAST_FASHION: &[&str] = &[
 /// about what is answered, not how fast.
 const RELAXED: &[&str] = &["--latency-margin-ms", "0", "--deadline-grace-ms", "10000"];
 
+/// The first `count` test images of the half selection does not estimate on, and their
+/// labels.
 fn fashion_images(count: usize) -> (Vec<String>, Vec<usize>) {
     let zoo = Zoo::load(zoo_manifest()).unwrap();
     let test = TestSet::load(&zoo, "fashion").unwrap();
-    let images = test.items[..count]
+    let scored = FIRST_SCORED..FIRST_SCORED + count;
+    assert_eq!(scored_items(test.items.len()).0, FIRST_SCORED);
+    let images = test.items[scored.clone()]
         .iter()
         .map(|item| match item {
             Input::Image(g) => png_base64(g.width, g.height, &g.pixels),
             Input::Text(_) => panic!("fashion items are images"),
         })
         .collect();
-    (images, test.labels[..count].to_vec())
+    (images, test.labels[scored].to_vec())
 }
+
+/// Where [`fashion_images`] start in the 10,000-item test set.
+const FIRST_SCORED: usize = 5_000;
 
 fn outputs(body: &Value, name: &str) -> Vec<Value> {
     body["outputs"]
@@ -273,7 +281,7 @@ async fn on_2000_labelled_images_the_ensemble_beats_the_best_single_candidate() 
     let single = |model: &str| {
         let m = recorded.model_index(model).unwrap();
         (0..ITEMS)
-            .filter(|&i| usize::from(recorded.classes[m][i]) == labels[i])
+            .filter(|&i| usize::from(recorded.classes[m][FIRST_SCORED + i]) == labels[i])
             .count() as f64
             / ITEMS as f64
     };
@@ -332,12 +340,14 @@ async fn o2_shrinks_to_a_bare_majority_grows_when_accuracy_drops_and_reverts_wha
     let key = "fashion|0.043|0.99|accuracy";
     let parameters = json!({ "latency_ms": 0.043, "accuracy": 0.99 });
 
-    // Serves one interval; feedback labels each answer with `relabel(answer)`.
+    // Serves one interval; feedback labels each answer with `relabel(answer)`. Returns
+    // the models of the interval's first answer.
     let interval = |relabel: fn(u64) -> u64, offset: usize| {
         let cluster = &cluster;
         let images = &images;
         let parameters = parameters.clone();
         async move {
+            let mut models: Vec<String> = Vec::new();
             for image in &images[offset..offset + 10] {
                 let (status, body) = cluster
                     .post(
@@ -346,6 +356,9 @@ async fn o2_shrinks_to_a_bare_majority_grows_when_accuracy_drops_and_reverts_wha
                     )
                     .await;
                 assert_eq!(status, 200, "{body}");
+                if models.is_empty() {
+                    models = serde_json::from_value(body["parameters"]["models"].clone()).unwrap();
+                }
                 let answer = outputs(&body, "class")[0].as_u64().unwrap();
                 let (status, fed) = cluster
                     .post(
@@ -355,23 +368,23 @@ async fn o2_shrinks_to_a_bare_majority_grows_when_accuracy_drops_and_reverts_wha
                     .await;
                 assert_eq!(status, 200, "{fed}");
             }
+            models
         }
     };
 
-    interval(|a| a, 0).await;
-    let first = cluster.members(key).await;
+    let first = interval(|a| a, 0).await;
     assert!(
         first.len() >= 3,
         "O1 should need several models for 0.99: {first:?}"
     );
     // The first interval ended on its 10th request, before that request's feedback: its
-    // window held 9 answers, all right by the labels, and usually unanimous.
+    // window held 9 answers, all right by the labels. When their votes were unanimous
+    // often enough it pruned already; the second interval's window, right again, does.
     let pruned = cluster.members(key).await;
     println!("O1 chose {first:?}");
-    // Everything was right: the next interval prunes to a bare majority.
     interval(|a| a, 10).await;
     let after_prune = cluster.members(key).await;
-    println!("after a right interval: {after_prune:?} (was {pruned:?})");
+    println!("after two right intervals: {after_prune:?} (after one: {pruned:?})");
     assert_eq!(
         after_prune.len(),
         first.len() / 2 + 1,
