@@ -500,15 +500,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn o2_adds_the_best_unused_candidate_when_accuracy_drops() {
-        let models = zoo();
-        let window = Window {
+    /// A one-member window of 50 labelled items, 40 right: short of a 0.9 target.
+    fn short_window() -> Window {
+        Window {
             labelled: 50,
             correct: 40,
             member_correct: vec![40],
             winning_votes: vec![0, 50],
-        };
+        }
+    }
+
+    #[test]
+    fn o2_adds_the_best_unused_candidate_when_accuracy_drops() {
+        let models = zoo();
+        let window = short_window();
         assert_eq!(
             adjust(&models, &[1], &[0, 1, 2, 3], &window, 0.9, &NO_MARGIN, None),
             Adjustment::Add(vec![3])
@@ -552,12 +557,7 @@ mod tests {
     #[test]
     fn o2_adds_what_the_recorded_answers_say_helps_and_nothing_else() {
         let models = zoo();
-        let window = Window {
-            labelled: 50,
-            correct: 40,
-            member_correct: vec![40],
-            winning_votes: vec![0, 50],
-        };
+        let window = short_window();
         // Model 3, the most accurate candidate, errs where member 1 does; 2 and 0 err
         // elsewhere, so together they outvote every error of the three others.
         let answers = recorded(&[70..90, 0..15, 50..64, 0..13, 0..5]);
