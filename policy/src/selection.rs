@@ -8,11 +8,12 @@
 //! - O2 ([`adjust`]): every interval, with the window's labelled outcomes: when window
 //!   accuracy is at least the target plus a margin and the mode of the winning vote count
 //!   exceeds ⌊N/2⌋+1, prune to ⌊N/2⌋+1 members, dropping those least accurate in the window
-//!   (tie: lowest packing factor). When window accuracy is below the target, add the
-//!   most accurate unused candidate that raises the estimated majority accuracy (the
-//!   paper adds the most accurate one whether or not it can help; an ensemble then grows
-//!   towards every candidate and ends below its best member). [`crate::ensemble`] reverts
-//!   an addition the next window does not confirm.
+//!   (tie: lowest packing factor). When window accuracy is below the target, add the one
+//!   or two unused candidates, among the six most accurate, that raise the estimated
+//!   majority accuracy most ([`addition`]; the paper adds the most accurate one whether or
+//!   not it can help, so an ensemble grows towards every candidate and ends below its
+//!   best member). [`crate::ensemble`] reverts an addition the next window does not
+//!   confirm.
 //! - Failover ([`substitutes`]): the candidates that stand in, best first, for members
 //!   that cannot answer a request in time.
 
@@ -190,10 +191,10 @@ pub fn estimate(models: &[Candidate], members: &[usize], recorded: Option<&Recor
 const SHORTLIST: usize = 6;
 
 /// What O2 adds to `members` when the window falls short. Without recorded answers, the
-/// paper's rule: the most accurate unused candidate. With them, the one or two most
-/// accurate unused candidates whose addition raises the estimate most (two, because one
-/// alone may make an even vote whose ties go to one member, which cannot beat it), and
-/// nothing when no addition raises it.
+/// paper's rule: the most accurate unused candidate. With them, among the [`SHORTLIST`]
+/// most accurate unused candidates, the one or two whose addition raises the estimate
+/// most (two, because one alone may make an even vote whose ties go to one member, which
+/// cannot beat it), and nothing when no addition raises it.
 fn addition(
     models: &[Candidate],
     members: &[usize],
