@@ -10,7 +10,7 @@
 //!   exceeds ⌊N/2⌋+1, prune to ⌊N/2⌋+1 members, dropping those least accurate in the window
 //!   (tie: lowest packing factor). When window accuracy is below the target, add the one
 //!   or two unused candidates, among the six most accurate, that raise the estimated
-//!   majority accuracy most ([`addition`]; the paper adds the most accurate one whether or
+//!   majority accuracy most (`addition`; the paper adds the most accurate one whether or
 //!   not it can help, so an ensemble grows towards every candidate and ends below its
 //!   best member). [`crate::ensemble`] reverts an addition the next window does not
 //!   confirm.

@@ -65,7 +65,7 @@ impl ClassWeights {
         }
     }
 
-    /// W[model][class]; 0 for unknown models or classes.
+    /// `W[model][class]`; 0 for unknown models or classes.
     pub fn weight(&self, model: usize, class: usize) -> f64 {
         let correct = self
             .correct
