@@ -22,8 +22,9 @@ pub struct World {
     pub answers: Vec<Vec<u16>>,
     pub labels: Vec<u16>,
     /// The recorded answers on the test items selection estimates on; requests are drawn
-    /// from the others ([`estimate::scored_items`]), so no policy learns on the items it
-    /// is scored on.
+    /// from the others ([`estimate::scored_items`]), so selection's estimates never come
+    /// from the items it is scored on (the voting weights still learn from each scored
+    /// request's label, as they do live from feedback).
     pub recorded: Recorded,
     pub types: Vec<ConstraintType>,
     pub catalog: Catalog,
