@@ -2,6 +2,7 @@
 //! reports and plots that compare the schemes (issue 6).
 
 pub mod autoscaling;
+pub mod ensemble_gain;
 pub mod hetero;
 pub mod loadgen;
 pub mod plots;

@@ -38,16 +38,9 @@ pub fn admin_client() -> anyhow::Result<reqwest::Client> {
     Ok(net::client(None, Some(&secrets()?.admin))?.build()?)
 }
 
-/// The flags of a benchmark's master: a free port, no latency margin, and member
+/// The flags of a benchmark's master: a free port, and member
 /// deadlines long enough that a busy 2-core machine does not turn into failed requests.
-pub const MASTER_FLAGS: &[&str] = &[
-    "--port",
-    "0",
-    "--latency-margin-ms",
-    "0",
-    "--deadline-grace-ms",
-    "1000",
-];
+pub const MASTER_FLAGS: &[&str] = &["--port", "0", "--deadline-grace-ms", "1000"];
 
 /// Starts `name` with `args` and this run's [`secrets`], and returns it with the URL
 /// from its first stdout line; the child is killed when dropped.

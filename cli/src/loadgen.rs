@@ -20,9 +20,9 @@ pub struct LoadgenArgs {
     pub url: String,
     #[command(flatten)]
     pub trace: TraceArgs,
-    /// The master's deadline grace (ms): a request slower than its latency target plus
-    /// this is an SLO violation.
-    #[arg(long, default_value_t = 20.0)]
+    /// A request slower than its latency target plus this (ms) is an SLO violation; 0,
+    /// the default, judges against `latency_ms` itself, end to end as the client sees it.
+    #[arg(long, default_value_t = 0.0)]
     pub grace_ms: f64,
     /// Requests in flight at most; arrivals beyond are dropped and counted.
     #[arg(long, default_value_t = 1024)]

@@ -10,6 +10,7 @@ use cocktail_benches::traces::{self, FileFormat};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_policy::predict::Statistical;
+use cocktail_policy::selection::Rule;
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// The load both `sim` and `loadgen` replay.
@@ -117,6 +118,9 @@ pub struct SimArgs {
     /// instead of its default 30 seconds.
     #[arg(long)]
     pub interval_requests: Option<u64>,
+    /// How Cocktail chooses ensembles, as the master's `--selection`.
+    #[arg(long, value_enum, default_value_t = Rule::Cocktail)]
+    pub selection: Rule,
     /// Write results.json, results.csv and results.md here.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -151,6 +155,7 @@ pub fn configs(args: &SimArgs, rates: &[f64]) -> anyhow::Result<Vec<SimConfig>> 
             config.importance_weights = !args.no_weights;
             config.failure = failure;
             config.o2_interval_requests = args.interval_requests;
+            config.selection.rule = args.selection;
             config
         })
         .collect())

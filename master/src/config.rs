@@ -37,8 +37,9 @@ pub struct MasterConfig {
     pub interval: Interval,
     pub selection: SelectionConfig,
     pub scheme: Scheme,
-    /// Added to the latency target to form each member's deadline: the time the network
-    /// and queues may take beyond the profiled inference time.
+    /// Added to the latency target to form each member's deadline (default 0: the
+    /// answer is due at the latency target, with the members that answered by then). An
+    /// answer after the target is an SLO violation either way.
     pub deadline_grace: Duration,
     /// Expected worker heartbeat period; instances silent for 3 periods are dropped.
     pub heartbeat: Duration,
@@ -48,6 +49,9 @@ pub struct MasterConfig {
     /// Every n-th unlabelled request is also sent to the unused candidates; each candidate's
     /// weights learn what the others agree on (0: never). O2 uses real labels only.
     pub pseudo_label_every: u64,
+    /// Under `--selection measured`, every n-th labelled request is also sent to the
+    /// candidates outside the ensemble, to fill the constraint's buffer (0: never).
+    pub shadow_every: u64,
     /// Answered requests remembered for `/v1/feedback`.
     pub feedback_capacity: usize,
     pub http_workers: usize,
@@ -76,10 +80,11 @@ impl Default for MasterConfig {
             interval: Interval::Every(Duration::from_secs(30)),
             selection: SelectionConfig::default(),
             scheme: Scheme::Weighted,
-            deadline_grace: Duration::from_millis(20),
+            deadline_grace: Duration::ZERO,
             heartbeat: Duration::from_secs(1),
             weight_prior: 100.0,
             pseudo_label_every: 10,
+            shadow_every: 20,
             feedback_capacity: 65_536,
             http_workers: 2,
             speed_scale: 1.0,

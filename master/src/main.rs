@@ -25,7 +25,7 @@ use cocktail_policy::autoscale::AutoscaleConfig;
 use cocktail_policy::control::ControlConfig;
 use cocktail_policy::mix::MAX_TYPES;
 use cocktail_policy::predict::PredictorKind;
-use cocktail_policy::selection::SelectionConfig;
+use cocktail_policy::selection::{Rule, SelectionConfig};
 use cocktail_policy::voting::Scheme;
 use cocktail_service::net::{Net, NetArgs};
 use tracing_subscriber::EnvFilter;
@@ -63,17 +63,16 @@ struct Args {
     /// O2 interval in requests per constraint instead of seconds.
     #[arg(long, env = "COCKTAIL_INTERVAL_REQUESTS", value_parser = clap::value_parser!(u64).range(1..))]
     interval_requests: Option<u64>,
-    /// Milliseconds added to the profiled latency when choosing candidates.
-    #[arg(long, env = "COCKTAIL_LATENCY_MARGIN_MS", default_value_t = 5.0)]
-    latency_margin_ms: f64,
     /// How far above the target window accuracy must be before O2 prunes.
     #[arg(long, env = "COCKTAIL_ACCURACY_MARGIN", default_value_t = 0.002)]
     accuracy_margin: f64,
     /// Voting scheme.
     #[arg(long, env = "COCKTAIL_SCHEME", value_enum, default_value_t = Scheme::Weighted)]
     scheme: Scheme,
-    /// Milliseconds added to the latency target to form each member's deadline.
-    #[arg(long, env = "COCKTAIL_DEADLINE_GRACE_MS", default_value_t = 20)]
+    /// Milliseconds members may answer after the latency target (default 0: the answer
+    /// is due at `latency_ms`, with the members that answered by then). An answer after
+    /// the target counts as an SLO violation either way.
+    #[arg(long, env = "COCKTAIL_DEADLINE_GRACE_MS", default_value_t = 0)]
     deadline_grace_ms: u64,
     /// Milliseconds a member must be late before it is hedged with a substitute (at
     /// least; four of its pool's typical call times otherwise).
@@ -91,6 +90,14 @@ struct Args {
     /// on real labels only (`label`, `/v1/feedback`).
     #[arg(long, env = "COCKTAIL_PSEUDO_LABEL_EVERY", default_value_t = 10)]
     pseudo_label_every: u64,
+    /// How ensembles are chosen: `cocktail` (the paper's O1 and O2) or `measured`
+    /// (greedy forward selection on each constraint's labelled answers).
+    #[arg(long, env = "COCKTAIL_SELECTION", value_enum, default_value_t = Rule::Cocktail)]
+    selection: Rule,
+    /// Under `--selection measured`, every n-th labelled request also goes to every
+    /// candidate outside the ensemble, to measure them (0: never).
+    #[arg(long, env = "COCKTAIL_SHADOW_EVERY", default_value_t = 20)]
+    shadow_every: u64,
     /// HTTP worker threads.
     #[arg(long, env = "COCKTAIL_HTTP_WORKERS", default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     http_workers: usize,
@@ -505,8 +512,8 @@ fn run(args: Args) -> anyhow::Result<()> {
     if !(args.interval_s > 0.0 && args.interval_s.is_finite()) {
         anyhow::bail!("`--interval-s` must be a positive number of seconds");
     }
-    if !(args.latency_margin_ms >= 0.0 && args.accuracy_margin >= 0.0) {
-        anyhow::bail!("`--latency-margin-ms` and `--accuracy-margin` must not be negative");
+    if args.accuracy_margin.is_nan() || args.accuracy_margin < 0.0 {
+        anyhow::bail!("`--accuracy-margin` must not be negative");
     }
     if !(args.resources.emulate_scale >= 1.0 && args.resources.emulate_scale.is_finite()) {
         anyhow::bail!("`--emulate-scale` must be a number of at least 1");
@@ -532,14 +539,15 @@ fn run(args: Args) -> anyhow::Result<()> {
             None => Interval::Every(Duration::from_secs_f64(args.interval_s)),
         },
         selection: SelectionConfig {
-            latency_margin_ms: args.latency_margin_ms,
             accuracy_margin: args.accuracy_margin,
+            rule: args.selection,
         },
         scheme: args.scheme,
         deadline_grace: Duration::from_millis(args.deadline_grace_ms),
         heartbeat: Duration::from_millis(args.heartbeat_ms),
         http_workers: args.http_workers,
         pseudo_label_every: args.pseudo_label_every,
+        shadow_every: args.shadow_every,
         speed_scale,
         cluster_secret: Some(cluster_secret),
         tls_ca: net.ca.clone(),

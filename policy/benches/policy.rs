@@ -108,15 +108,13 @@ fn recorded(models: &[Candidate]) -> Recorded {
 fn policy(c: &mut Criterion) {
     let models = candidates();
     let constraint = constraint();
-    let config = SelectionConfig::default();
     let weights = weights(&models);
     let accuracy: Vec<f64> = models.iter().map(|m| m.accuracy).collect();
     let probabilities = probabilities();
 
     c.bench_function("select_and_vote/weighted_10x10", |b| {
         b.iter(|| {
-            let members =
-                selection::initial(black_box(&models), black_box(&constraint), &config, None);
+            let members = selection::initial(black_box(&models), black_box(&constraint), None);
             // One ballot per answering member, as the master builds them per item.
             let answers = ballots(&probabilities);
             let ballots: Vec<Ballot<'_>> = members.iter().map(|&m| answers[m]).collect();
@@ -131,20 +129,13 @@ fn policy(c: &mut Criterion) {
     });
 
     c.bench_function("select/initial_10", |b| {
-        b.iter(|| selection::initial(black_box(&models), black_box(&constraint), &config, None));
+        b.iter(|| selection::initial(black_box(&models), black_box(&constraint), None));
     });
 
     // O1 counted on 10,000 recorded items (a new constraint key, not every request).
     let recorded = recorded(&models);
     c.bench_function("select/initial_10_recorded_10k", |b| {
-        b.iter(|| {
-            selection::initial(
-                black_box(&models),
-                black_box(&constraint),
-                &config,
-                Some(&recorded),
-            )
-        });
+        b.iter(|| selection::initial(black_box(&models), black_box(&constraint), Some(&recorded)));
     });
 
     let all = ballots(&probabilities);
@@ -175,6 +166,7 @@ fn policy(c: &mut Criterion) {
             .map(|v| if v == MODELS { 800 } else { 20 })
             .collect(),
     };
+    let config = SelectionConfig::default();
     c.bench_function("o2/adjust_10", |b| {
         b.iter(|| {
             selection::adjust(

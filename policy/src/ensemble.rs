@@ -4,7 +4,8 @@
 //! each decide when an interval is over and then call [`Ensemble::revisit`].
 
 use crate::estimate::{Recorded, majority_vote};
-use crate::selection::{self, Adjustment, Candidate, Constraint, SelectionConfig, Window};
+use crate::measured::{self, Buffer, Labelled};
+use crate::selection::{self, Adjustment, Candidate, Constraint, Rule, SelectionConfig, Window};
 
 #[derive(Debug, Clone)]
 pub struct Ensemble {
@@ -22,6 +23,8 @@ pub struct Ensemble {
     trial: Option<Trial>,
     /// Additions a window did not confirm: not tried again by this ensemble.
     rejected: Vec<usize>,
+    /// Labelled items with every candidate's answer, for measured selection.
+    buffer: Buffer,
 }
 
 /// An addition on trial: on the window's labelled items, how often the members' plain
@@ -34,15 +37,15 @@ struct Trial {
 }
 
 impl Ensemble {
+    /// `models` carry their predicted response times ([`crate::response::predicted`]).
     pub fn new(
         models: &[Candidate],
         constraint: Constraint,
         members: Vec<usize>,
         generation: u64,
-        config: &SelectionConfig,
     ) -> Self {
         Self {
-            pool: selection::candidates(models, &constraint, config),
+            pool: selection::candidates(models, &constraint),
             window: Window {
                 member_correct: vec![0; members.len()],
                 ..Window::default()
@@ -53,6 +56,7 @@ impl Ensemble {
             accuracy: models.iter().map(|m| m.accuracy).collect(),
             trial: None,
             rejected: Vec::new(),
+            buffer: Buffer::default(),
         }
     }
 
@@ -60,11 +64,10 @@ impl Ensemble {
     pub fn select(
         models: &[Candidate],
         constraint: Constraint,
-        config: &SelectionConfig,
         recorded: Option<&Recorded>,
     ) -> Self {
-        let members = selection::initial(models, &constraint, config, recorded);
-        Self::new(models, constraint, members, 0, config)
+        let members = selection::initial(models, &constraint, recorded);
+        Self::new(models, constraint, members, 0)
     }
 
     /// Records one labelled item (real or pseudo) answered by `generation`'s members.
@@ -113,7 +116,11 @@ impl Ensemble {
     }
 
     /// O2 at the end of an interval: returns the change made, if any. The candidate pool
-    /// is refreshed first, so models deployed since can join. An addition is on trial for
+    /// is refreshed first from `models`' predicted response times, so models deployed
+    /// since can join; when a member no longer fits the latency target (its pool got
+    /// slower, or the first selection had no measurements yet), O1 chooses again from the
+    /// models that fit ([`Adjustment::Refit`]; when none fits, the members stay, and
+    /// their late answers count as SLO violations). An addition is on trial for
     /// one window: when, on that window's labelled items, the members' majority was right
     /// no more often than it would have been without the addition, the addition is
     /// reverted and not tried again. (Comparing with the window before would confirm
@@ -124,7 +131,30 @@ impl Ensemble {
         config: &SelectionConfig,
         recorded: Option<&Recorded>,
     ) -> Option<Adjustment> {
-        self.pool = selection::candidates(models, &self.constraint, config);
+        self.pool = selection::candidates(models, &self.constraint);
+        if config.rule == Rule::Measured {
+            let chosen = measured::select(models, &self.constraint, &self.buffer, recorded);
+            let same = |a: &[usize], b: &[usize]| {
+                let (mut a, mut b) = (a.to_vec(), b.to_vec());
+                a.sort_unstable();
+                b.sort_unstable();
+                a == b
+            };
+            if chosen.is_empty() || same(&chosen, &self.members) {
+                self.reset_window();
+                return None;
+            }
+            self.replace(chosen.clone(), self.generation + 1);
+            return Some(Adjustment::Measured(chosen));
+        }
+        if self.members.iter().any(|m| !self.pool.contains(m)) {
+            let members = selection::initial(models, &self.constraint, recorded);
+            if !members.is_empty() && members != self.members {
+                self.rejected.clear();
+                self.replace(members.clone(), self.generation + 1);
+                return Some(Adjustment::Refit(members));
+            }
+        }
         if self.window.labelled == 0 {
             return None; // Keep collecting until labels arrive.
         }
@@ -157,7 +187,12 @@ impl Ensemble {
             recorded,
         );
         match &adjustment {
-            Adjustment::Keep | Adjustment::Revert(_) => self.reset_window(),
+            Adjustment::Keep
+            | Adjustment::Revert(_)
+            | Adjustment::Refit(_)
+            | Adjustment::Measured(_) => {
+                self.reset_window();
+            }
             Adjustment::Prune(members) => self.replace(members.clone(), self.generation + 1),
             Adjustment::Add(added) => {
                 let mut members = self.members.clone();
@@ -170,6 +205,17 @@ impl Ensemble {
             }
         }
         (adjustment != Adjustment::Keep).then_some(adjustment)
+    }
+
+    /// Keeps a labelled item with every candidate's answer it has (`answers[model]`), for
+    /// measured selection.
+    pub fn remember(&mut self, item: Labelled) {
+        self.buffer.push(item);
+    }
+
+    /// Labelled items kept for measured selection.
+    pub fn remembered(&self) -> usize {
+        self.buffer.len()
     }
 
     /// Adopts a new member list (from O2 or from another master through the cache); an
@@ -262,15 +308,15 @@ mod tests {
             model(1.0, 0.87),
         ];
         let config = SelectionConfig {
-            latency_margin_ms: 0.0,
             accuracy_margin: 0.0,
+            rule: Rule::Cocktail,
         };
         let constraint = Constraint {
             latency_ms: 1.0,
             accuracy: 0.9,
             objective: Objective::Accuracy,
         };
-        let mut e = Ensemble::new(&models, constraint, vec![1], 0, &config);
+        let mut e = Ensemble::new(&models, constraint, vec![1], 0);
         window(&mut e, &[&[0], &[1]]);
         assert_eq!(
             e.revisit(&models, &config, None),
@@ -297,6 +343,89 @@ mod tests {
             Some(Adjustment::Add(vec![0]))
         );
         assert_eq!(e.members, [1, 2, 0]);
+    }
+
+    #[test]
+    fn a_member_whose_predicted_response_no_longer_fits_makes_o1_choose_again() {
+        let model = |latency_ms, accuracy| Candidate {
+            latency_ms,
+            accuracy,
+            packing_factor: 1,
+        };
+        let constraint = Constraint {
+            latency_ms: 1.0,
+            accuracy: 0.85,
+            objective: Objective::Accuracy,
+        };
+        let config = SelectionConfig::default();
+        // Before any call is measured, the profiles alone: model 1 fits and suffices.
+        let profiled = [model(0.2, 0.80), model(0.6, 0.88), model(0.3, 0.86)];
+        let mut e = Ensemble::select(&profiled, constraint, None);
+        assert_eq!(e.members, [1]);
+        // The calls turn out to take 0.5 ms more than inference: model 1 is predicted
+        // at 1.1 ms and no longer fits; O1 chooses again, without waiting for labels.
+        let measured = crate::response::predicted(&profiled, &[], &[], Some(0.5));
+        assert_eq!(
+            e.revisit(&measured, &config, None),
+            Some(Adjustment::Refit(vec![2]))
+        );
+        assert_eq!((e.members.as_slice(), e.generation), (&[2][..], 1));
+        assert_eq!(e.pool, [0, 2]);
+        // Nothing fits at all: the members stay (their late answers are violations).
+        let slow = crate::response::predicted(&profiled, &[], &[], Some(5.0));
+        assert_eq!(e.revisit(&slow, &config, None), None);
+        assert_eq!(e.members, [2]);
+    }
+
+    #[test]
+    fn measured_selection_chooses_from_the_buffer_once_it_is_big_enough() {
+        let model = |accuracy| Candidate {
+            latency_ms: 1.0,
+            accuracy,
+            packing_factor: 1,
+        };
+        let models = [model(0.90), model(0.88), model(0.87)];
+        let constraint = Constraint {
+            latency_ms: 1.0,
+            accuracy: 0.95,
+            objective: Objective::Accuracy,
+        };
+        let config = SelectionConfig {
+            rule: Rule::Measured,
+            ..SelectionConfig::default()
+        };
+        let mut e = Ensemble::select(&models, constraint, None);
+        assert_eq!(
+            e.members,
+            [0, 1, 2],
+            "O1: independent errors would make three 96 %"
+        );
+        // Model 0 is always right; 1 and 2 err together on a tenth of the items, where
+        // they outvote it: the vote of three is worse than model 0 alone.
+        let item = |i: usize| Labelled {
+            label: 0,
+            answers: vec![
+                Some(0),
+                Some(u16::from(i % 10 == 1)),
+                Some(u16::from(i % 10 == 1)),
+            ],
+        };
+        for i in 0..measured::MIN_ITEMS - 1 {
+            e.remember(item(i));
+        }
+        assert_eq!(e.revisit(&models, &config, None), None, "O1 stands");
+        e.remember(item(99));
+        assert_eq!(
+            e.revisit(&models, &config, None),
+            Some(Adjustment::Measured(vec![0]))
+        );
+        assert_eq!(e.remembered(), measured::MIN_ITEMS);
+        assert_eq!(
+            e.revisit(&models, &config, None),
+            None,
+            "no change: no new generation"
+        );
+        assert_eq!(e.generation, 1);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Model selection (Cocktail §4.1, Algorithm 1).
 //!
-//! - O1 ([`initial`]): the candidates are the models whose profiled latency is within the
-//!   target plus a margin. If one candidate alone meets the accuracy target it is served
+//! - O1 ([`initial`]): the candidates are the models whose predicted response time is
+//!   within the latency target ([`crate::response`]: inference on the instance type the
+//!   model runs on plus the overhead measured on its pool; no fixed margin). If one
+//!   candidate alone meets the accuracy target it is served
 //!   alone. Otherwise candidates join most-accurate-first until the estimated majority
 //!   accuracy ([`estimate`]) reaches the target. If none does, the prefix with the best
 //!   estimate is used.
@@ -73,32 +75,49 @@ pub struct Constraint {
     pub objective: Objective,
 }
 
+/// How ensembles are chosen and adjusted (`--selection`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rule {
+    /// The paper's O1 and O2 (cocktail.txt §4.1), estimating on the recorded answers.
+    #[default]
+    Cocktail,
+    /// Greedy forward selection on each constraint's buffer of labelled answers
+    /// ([`crate::measured`]), O1 until the buffer is big enough.
+    Measured,
+}
+
+impl Rule {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cocktail => "cocktail",
+            Self::Measured => "measured",
+        }
+    }
+}
+
 /// Tunables of the policy.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SelectionConfig {
-    /// Added to the latency target when choosing candidates (DESIGN.md: 5 ms).
-    pub latency_margin_ms: f64,
     /// Window accuracy must beat the target by this much before pruning (0.2 %).
     pub accuracy_margin: f64,
+    pub rule: Rule,
 }
 
 impl Default for SelectionConfig {
     fn default() -> Self {
         Self {
-            latency_margin_ms: 5.0,
             accuracy_margin: 0.002,
+            rule: Rule::Cocktail,
         }
     }
 }
 
-/// Indices of the models that may serve the constraint.
-pub fn candidates(
-    models: &[Candidate],
-    constraint: &Constraint,
-    config: &SelectionConfig,
-) -> Vec<usize> {
+/// Indices of the models that may serve the constraint: those whose `latency_ms` (the
+/// predicted response time, [`crate::response::predicted`]) is within the target.
+pub fn candidates(models: &[Candidate], constraint: &Constraint) -> Vec<usize> {
     (0..models.len())
-        .filter(|&i| models[i].latency_ms <= constraint.latency_ms + config.latency_margin_ms)
+        .filter(|&i| models[i].latency_ms <= constraint.latency_ms)
         .collect()
 }
 
@@ -106,10 +125,9 @@ pub fn candidates(
 pub fn initial(
     models: &[Candidate],
     constraint: &Constraint,
-    config: &SelectionConfig,
     recorded: Option<&Recorded>,
 ) -> Vec<usize> {
-    let mut pool = candidates(models, constraint, config);
+    let mut pool = candidates(models, constraint);
     let meets = |i: &usize| models[*i].accuracy >= constraint.accuracy;
     let single = match constraint.objective {
         Objective::Latency => pool
@@ -139,21 +157,51 @@ pub fn initial(
     pool
 }
 
-/// Most accurate first; ties by lower latency, then index.
-/// The candidates that may stand in for members that cannot answer (no live instance,
-/// refused, failed, too slow): the pool's models outside the ensemble, most accurate
-/// first (faster on ties). Each fits the constraint's latency as the members do, so a
-/// substitute keeps the vote's size at the price of some accuracy.
-pub fn substitutes(models: &[Candidate], pool: &[usize], members: &[usize]) -> Vec<usize> {
-    let mut spares: Vec<usize> = pool
-        .iter()
-        .copied()
-        .filter(|m| !members.contains(m) && *m < models.len())
-        .collect();
-    spares.sort_by(|a, b| by_accuracy(models, *a, *b));
-    spares
+/// O1 as the master runs it on a new constraint: on the predicted response times
+/// (`predicted`); when nothing is predicted to answer in time under the load of the
+/// moment but the inference times alone (`inference`) say the target is feasible, on
+/// those (the late answers count as SLO violations, and O2 chooses again once something
+/// fits). Empty only when no model's inference alone fits.
+pub fn initial_or_feasible(
+    predicted: &[Candidate],
+    inference: &[Candidate],
+    constraint: &Constraint,
+    recorded: Option<&Recorded>,
+) -> Vec<usize> {
+    let members = initial(predicted, constraint, recorded);
+    if members.is_empty() {
+        initial(inference, constraint, recorded)
+    } else {
+        members
+    }
 }
 
+/// The candidates that may stand in for members that cannot answer (no live instance,
+/// refused, failed, too slow): first the pool's models outside the ensemble (each is
+/// predicted to fit the constraint's latency, as the members are), then the other models
+/// whose inference alone fits it (`models` carry the inference times): when the pool is
+/// empty or spent because the load of the moment makes everything late, a late answer
+/// beats none. Most accurate first within each (faster on ties). A substitute keeps the
+/// vote's size at the price of some accuracy.
+pub fn substitutes(
+    models: &[Candidate],
+    pool: &[usize],
+    members: &[usize],
+    constraint: &Constraint,
+) -> Vec<usize> {
+    let spare = |m: &usize| !members.contains(m) && *m < models.len();
+    let mut fitting: Vec<usize> = pool.iter().copied().filter(spare).collect();
+    fitting.sort_by(|a, b| by_accuracy(models, *a, *b));
+    let mut late: Vec<usize> = candidates(models, constraint)
+        .into_iter()
+        .filter(|m| spare(m) && !pool.contains(m))
+        .collect();
+    late.sort_by(|a, b| by_accuracy(models, *a, *b));
+    fitting.extend(late);
+    fitting
+}
+
+/// Most accurate first; ties by lower latency, then index.
 fn by_accuracy(models: &[Candidate], a: usize, b: usize) -> std::cmp::Ordering {
     models[b]
         .accuracy
@@ -271,6 +319,11 @@ pub enum Adjustment {
     /// Take back these, the last addition, which the window after it did not confirm
     /// ([`crate::ensemble::Ensemble::revisit`]).
     Revert(Vec<usize>),
+    /// O1's new choice: a member's predicted response time no longer fits the latency
+    /// target ([`crate::ensemble::Ensemble::revisit`]).
+    Refit(Vec<usize>),
+    /// Measured selection's new choice ([`crate::measured::select`]).
+    Measured(Vec<usize>),
 }
 
 /// O2: adjusts `members` (indices into `models`) from the window. `pool` holds the
@@ -349,25 +402,34 @@ mod tests {
     #[test]
     fn substitutes_are_the_unused_candidates_most_accurate_first() {
         let models = zoo();
-        let pool = candidates(
-            &models,
-            &constraint(4.0, 0.9, Objective::Accuracy),
-            &NO_MARGIN,
-        );
+        let c = constraint(4.0, 0.9, Objective::Accuracy);
+        let pool = candidates(&models, &c);
         assert_eq!(pool, vec![0, 1, 2, 3], "the 50 ms model does not fit 4 ms");
-        assert_eq!(substitutes(&models, &pool, &[3, 1]), vec![2, 0]);
+        assert_eq!(substitutes(&models, &pool, &[3, 1], &c), vec![2, 0]);
         assert_eq!(
-            substitutes(&models, &pool, &[0, 1, 2, 3]),
+            substitutes(&models, &pool, &[0, 1, 2, 3], &c),
             Vec::<usize>::new()
         );
         // Ties in accuracy go to the faster model.
         let tied = vec![model(3.0, 0.9, 1), model(1.0, 0.9, 1), model(2.0, 0.95, 1)];
-        assert_eq!(substitutes(&tied, &[0, 1, 2], &[]), vec![2, 1, 0]);
+        let loose = constraint(10.0, 0.9, Objective::Accuracy);
+        assert_eq!(substitutes(&tied, &[0, 1, 2], &[], &loose), vec![2, 1, 0]);
     }
 
-    const NO_MARGIN: SelectionConfig = SelectionConfig {
-        latency_margin_ms: 0.0,
+    #[test]
+    fn past_the_pool_the_models_whose_inference_fits_stand_in() {
+        let models = zoo();
+        let c = constraint(4.0, 0.9, Objective::Accuracy);
+        // Under load nothing is predicted to fit, so the pool is empty; the models whose
+        // inference alone fits 4 ms stand in, most accurate first, and the 50 ms one never.
+        assert_eq!(substitutes(&models, &[], &[3], &c), vec![2, 1, 0]);
+        // The pool's spares come first even when a late one is more accurate.
+        assert_eq!(substitutes(&models, &[0], &[3], &c), vec![0, 2, 1]);
+    }
+
+    const CONFIG: SelectionConfig = SelectionConfig {
         accuracy_margin: 0.002,
+        rule: Rule::Cocktail,
     };
 
     #[test]
@@ -375,31 +437,16 @@ mod tests {
         let models = zoo();
         // Latency objective: the fastest model that meets the accuracy.
         assert_eq!(
-            initial(
-                &models,
-                &constraint(10.0, 0.84, Objective::Latency),
-                &NO_MARGIN,
-                None
-            ),
+            initial(&models, &constraint(10.0, 0.84, Objective::Latency), None),
             [1]
         );
         // Accuracy objective: the most accurate one within the latency.
         assert_eq!(
-            initial(
-                &models,
-                &constraint(10.0, 0.84, Objective::Accuracy),
-                &NO_MARGIN,
-                None
-            ),
+            initial(&models, &constraint(10.0, 0.84, Objective::Accuracy), None),
             [3]
         );
         assert_eq!(
-            initial(
-                &models,
-                &constraint(60.0, 0.9, Objective::Accuracy),
-                &NO_MARGIN,
-                None
-            ),
+            initial(&models, &constraint(60.0, 0.9, Objective::Accuracy), None),
             [4]
         );
     }
@@ -407,40 +454,18 @@ mod tests {
     #[test]
     fn ensemble_grows_until_the_estimate_meets_the_target() {
         let models = zoo();
-        let picked = initial(
-            &models,
-            &constraint(10.0, 0.9, Objective::Accuracy),
-            &NO_MARGIN,
-            None,
-        );
+        let picked = initial(&models, &constraint(10.0, 0.9, Objective::Accuracy), None);
         let estimate = majority_accuracy(&[0.87, 0.86, 0.85]);
         assert!(estimate >= 0.9, "{estimate}");
         assert_eq!(picked, [3, 2, 1]);
         // Unreachable: the prefix with the best estimate.
-        let best = initial(
-            &models,
-            &constraint(10.0, 0.99, Objective::Accuracy),
-            &NO_MARGIN,
-            None,
-        );
+        let best = initial(&models, &constraint(10.0, 0.99, Objective::Accuracy), None);
         assert_eq!(best, [3, 2, 1]);
-        assert!(
-            initial(
-                &models,
-                &constraint(0.5, 0.8, Objective::Accuracy),
-                &NO_MARGIN,
-                None
-            )
-            .is_empty()
-        );
-        // The default margin widens the candidates by 5 ms.
+        assert!(initial(&models, &constraint(0.5, 0.8, Objective::Accuracy), None).is_empty());
+        // No margin: a model predicted to take 1 ms does not fit 0.99 ms.
         assert_eq!(
-            candidates(
-                &models,
-                &constraint(0.5, 0.8, Objective::Accuracy),
-                &SelectionConfig::default()
-            ),
-            [0, 1, 2, 3]
+            candidates(&models, &constraint(0.99, 0.8, Objective::Accuracy)),
+            Vec::<usize>::new()
         );
     }
 
@@ -461,7 +486,7 @@ mod tests {
             &[0, 1, 2, 3, 4],
             &window,
             0.9,
-            &NO_MARGIN,
+            &CONFIG,
             None,
         );
         assert_eq!(adjusted, Adjustment::Prune(vec![4, 3, 2]));
@@ -477,7 +502,7 @@ mod tests {
                 &[0, 1, 2, 3, 4],
                 &tight,
                 0.9,
-                &NO_MARGIN,
+                &CONFIG,
                 None
             ),
             Adjustment::Keep
@@ -494,7 +519,7 @@ mod tests {
                 &[0, 1, 2, 3, 4],
                 &close,
                 0.9,
-                &NO_MARGIN,
+                &CONFIG,
                 None
             ),
             Adjustment::Keep
@@ -516,7 +541,7 @@ mod tests {
         let models = zoo();
         let window = short_window();
         assert_eq!(
-            adjust(&models, &[1], &[0, 1, 2, 3], &window, 0.9, &NO_MARGIN, None),
+            adjust(&models, &[1], &[0, 1, 2, 3], &window, 0.9, &CONFIG, None),
             Adjustment::Add(vec![3])
         );
         assert_eq!(
@@ -526,7 +551,7 @@ mod tests {
                 &[0, 1, 2, 3],
                 &window,
                 0.9,
-                &NO_MARGIN,
+                &CONFIG,
                 None
             ),
             Adjustment::Keep
@@ -538,7 +563,7 @@ mod tests {
                 &[0, 1],
                 &Window::default(),
                 0.9,
-                &NO_MARGIN,
+                &CONFIG,
                 None
             ),
             Adjustment::Keep
@@ -570,7 +595,7 @@ mod tests {
                 &[0, 1, 2, 3],
                 &window,
                 0.9,
-                &NO_MARGIN,
+                &CONFIG,
                 Some(&answers)
             ),
             Adjustment::Add(vec![2, 0])
@@ -585,13 +610,13 @@ mod tests {
                 &[0, 1, 2, 3],
                 &window,
                 0.9,
-                &NO_MARGIN,
+                &CONFIG,
                 Some(&same)
             ),
             Adjustment::Keep
         );
         assert_eq!(
-            adjust(&models, &[1], &[0, 1, 2, 3], &window, 0.9, &NO_MARGIN, None),
+            adjust(&models, &[1], &[0, 1, 2, 3], &window, 0.9, &CONFIG, None),
             Adjustment::Add(vec![3])
         );
     }
@@ -601,18 +626,15 @@ mod tests {
         let models = zoo();
         let target = constraint(10.0, 0.9, Objective::Accuracy);
         // Independent errors: the three most accurate reach 0.9 by the estimate.
-        assert_eq!(initial(&models, &target, &NO_MARGIN, None), [3, 2, 1]);
+        assert_eq!(initial(&models, &target, None), [3, 2, 1]);
         // Recorded: 3, 2 and 1 err together, so their vote is 0.86; adding 0, which errs
         // elsewhere, does not fix it either, so the best prefix is kept.
         let together = recorded(&[86..100, 0..15, 0..14, 0..13, 0..5]);
         assert!((estimate(&models, &[3, 2, 1], Some(&together)) - 0.86).abs() < 1e-12);
-        assert_eq!(initial(&models, &target, &NO_MARGIN, Some(&together)), [3]);
+        assert_eq!(initial(&models, &target, Some(&together)), [3]);
         // Errors apart: three members outvote each one's errors.
         let apart = recorded(&[0..20, 20..35, 40..54, 60..73, 0..5]);
         assert_eq!(estimate(&models, &[3, 2, 1], Some(&apart)), 1.0);
-        assert_eq!(
-            initial(&models, &target, &NO_MARGIN, Some(&apart)),
-            [3, 2, 1]
-        );
+        assert_eq!(initial(&models, &target, Some(&apart)), [3, 2, 1]);
     }
 }

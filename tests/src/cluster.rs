@@ -42,16 +42,9 @@ pub fn binary(name: &str) -> PathBuf {
 pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef";
 pub const CLUSTER_SECRET: &str = "test-cluster-secret-0123456789abcdef";
 
-/// Master flags for tests about what is answered, not how fast: no latency margin,
+/// Master flags for tests about what is answered, not how fast:
 /// generous member deadlines, no pseudo-labelling calls.
-pub const RELAXED: &[&str] = &[
-    "--latency-margin-ms",
-    "0",
-    "--deadline-grace-ms",
-    "10000",
-    "--pseudo-label-every",
-    "0",
-];
+pub const RELAXED: &[&str] = &["--deadline-grace-ms", "10000", "--pseudo-label-every", "0"];
 
 /// A client that presents the tests' admin token on every request.
 pub fn admin_client() -> reqwest::Client {
@@ -544,4 +537,21 @@ pub fn image_request(images: &[String], parameters: Value) -> Value {
         "inputs": [{ "name": "image", "shape": [images.len()], "datatype": "BYTES", "data": images }],
         "parameters": parameters,
     })
+}
+
+/// The least member-call overhead the master measured on any of `task`'s pools
+/// (`GET /v2/models`' `overhead_ms`), in ms: the hop, without the waiting for slots that
+/// the simulator models itself; what the simulator's `hop_ms` stands for.
+pub async fn measured_overhead_ms(cluster: &Cluster, task: &str) -> f64 {
+    let models = cluster.get("/v2/models").await;
+    let overheads: Vec<f64> = models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == task)
+        .flat_map(|t| t["models"].as_array().unwrap().clone())
+        .filter_map(|m| m["overhead_ms"].as_f64())
+        .collect();
+    assert!(!overheads.is_empty(), "no pool of {task} measured a call");
+    overheads.into_iter().fold(f64::INFINITY, f64::min)
 }

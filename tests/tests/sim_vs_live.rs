@@ -1,7 +1,13 @@
 //! The simulator against the live system: the same short trace, seed and constraint mix
 //! through a real master with real workers (driven by the load generator) and through
 //! `cocktail sim` agree on accuracy met within 2 points and on models per request within
-//! 10 % (issue 6).
+//! 10 % (issues 6 and 14).
+//!
+//! Latency targets are end to end (issue 14). The simulator is given the hop the live
+//! master measured and the live master's deadline grace. In a debug build on a shared
+//! 2-core machine the measured hop (about 1.5 ms) exceeds every constraint type's target
+//! (profiled inference plus 0.5 ms), so both choose on the profiles alone, as the master
+//! does when nothing is predicted to fit, and every answer is late in both.
 
 #![allow(
     clippy::unwrap_used,
@@ -51,8 +57,6 @@ async fn the_simulator_agrees_with_the_live_system_on_the_same_trace() {
     let interval = INTERVAL_REQUESTS.to_string();
     let cluster = Cluster::start(
         &[
-            "--latency-margin-ms",
-            "0",
             "--interval-requests",
             &interval,
             // Debug builds of 15 workers on 2 cores: keep deadlines out of the comparison.
@@ -87,21 +91,29 @@ async fn the_simulator_agrees_with_the_live_system_on_the_same_trace() {
     assert_eq!(live.errors.values().sum::<u64>(), 0, "{live:?}");
     assert_eq!(live.dropped, 0);
 
+    // The simulator models the hop master ↔ worker; here it is the one the live master
+    // measured.
+    let hop_ms = cocktail_tests::cluster::measured_overhead_ms(&cluster, "fashion").await;
+
     let world = World::load(&zoo, "fashion").unwrap();
     let mut config = SimConfig::new(Scheme::Cocktail, Mix::Strict, rates, SEED);
     config.o2_interval_requests = Some(INTERVAL_REQUESTS);
+    config.hop_ms = hop_ms;
+    config.grace_ms = 10_000.0;
     let simulated = sim::run(&world, &config, None);
 
     eprintln!(
-        "live: {} requests, accuracy met {:.4}, models/request {:.3}, accuracy {:.4}\nsim:  {} requests, accuracy met {:.4}, models/request {:.3}, accuracy {:.4}",
+        "live: {} requests, accuracy met {:.4}, models/request {:.3}, accuracy {:.4}, SLO violations {:.4}\nsim:  {} requests, accuracy met {:.4}, models/request {:.3}, accuracy {:.4}, SLO violations {:.4} (hop {hop_ms:.3} ms)",
         live.sent,
         live.accuracy_met,
         live.models_per_request,
         live.accuracy,
+        live.slo_violations,
         simulated.requests,
         simulated.accuracy_met,
         simulated.models_per_request,
-        simulated.accuracy
+        simulated.accuracy,
+        simulated.slo_violations,
     );
     assert_eq!(live.sent, simulated.requests, "the same arrivals");
     assert!(

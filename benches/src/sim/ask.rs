@@ -59,7 +59,12 @@ impl Ballots {
                     // The member's slot learns nothing either way, as live.
                     self.member_classes.push(None);
                     let spares = spares.get_or_insert_with(|| {
-                        selection::substitutes(&world.candidates, &ensemble.pool, members)
+                        selection::substitutes(
+                            &world.candidates,
+                            &ensemble.pool,
+                            members,
+                            &ensemble.constraint,
+                        )
                     });
                     match stand_in(cluster, spares, t, deadline) {
                         Some((model, Served::At(at))) => {

@@ -5,13 +5,18 @@
 //! master's load balancer sends it (`policy::packing`): to the fullest instance that has a
 //! slot free now, so busy instances fill up and spare ones idle until the autoscaler
 //! releases them. When every slot is busy, the call waits for the earliest one, runs for
-//! the model's profiled latency, and misses when it cannot start before its deadline, as
-//! the live dispatcher's queue does.
+//! the model's profiled latency (or, with `SimConfig::per_type_latency`, its latency on
+//! the instance's type), and misses when it cannot start before its deadline, as the live
+//! dispatcher's queue does. Each pool measures its answered calls' overhead
+//! (the hop and the wait for a slot) as the live registry does, for selection's predicted
+//! response times ([`Cluster::predicted`]).
 
 use cocktail_common::catalog::{Catalog, InstanceType, SpotPrices, SpotProcess};
 use cocktail_policy::autoscale::{InstanceState, Offer};
 use cocktail_policy::control::PoolMeasure;
 use cocktail_policy::packing::{self, Slots};
+use cocktail_policy::response::{self, Overhead};
+use cocktail_policy::selection::Candidate;
 
 #[derive(Debug, Clone)]
 pub struct Instance {
@@ -53,6 +58,8 @@ struct Pool {
     /// Member calls and deadline misses since the start.
     calls: u64,
     misses: u64,
+    /// What an answered call took beyond inference, as the live master measures it.
+    overhead: Overhead,
 }
 
 #[derive(Debug)]
@@ -63,6 +70,11 @@ pub struct Cluster {
     pools: Vec<Pool>,
     /// Per pool: the model's latency per call in seconds.
     service_s: Vec<f64>,
+    /// The network hop master ↔ worker, in seconds, added to every answer.
+    hop_s: f64,
+    /// Calls run for the model's latency on the instance's type (else the profile's on
+    /// the profiling host, whatever the type).
+    per_type: bool,
     /// Per pool and catalog type: Pf, and the model's latency in ms.
     packing: Vec<Vec<u32>>,
     type_latency: Vec<Vec<f64>>,
@@ -75,11 +87,12 @@ pub struct Cluster {
 
 impl Cluster {
     /// `latency_ms[pool]`, `packing[pool][type]` and `type_latency[pool][type]` come from
-    /// the profile; `allowed` are the catalog types that may be bought.
+    /// the profile; `allowed` are the catalog types that may be bought; every answer
+    /// takes `hop_ms` more.
     pub fn new(
         catalog: Catalog,
         allowed: Vec<usize>,
-        latency_ms: &[f64],
+        (latency_ms, hop_ms, per_type): (&[f64], f64, bool),
         packing: Vec<Vec<u32>>,
         type_latency: Vec<Vec<f64>>,
         seed: u64,
@@ -90,6 +103,8 @@ impl Cluster {
             allowed,
             pools: latency_ms.iter().map(|_| Pool::default()).collect(),
             service_s: latency_ms.iter().map(|ms| ms / 1000.0).collect(),
+            hop_s: hop_ms / 1000.0,
+            per_type,
             packing,
             type_latency,
             instances: Vec::new(),
@@ -213,15 +228,64 @@ impl Cluster {
         self.live.retain(|&l| l != id);
     }
 
-    /// A member call to `pool` arriving at `t` with its deadline.
+    /// `models` with each `latency_ms` the predicted response time: inference (on the
+    /// fastest type the pool runs on, with per-type latencies) plus the pool's measured
+    /// overhead ([`response::predicted`], as the live master).
+    pub fn predicted(&self, models: &[Candidate]) -> Vec<Candidate> {
+        // Inference on the fastest type among the pool's serving instances, as live.
+        let inference: Vec<Option<f64>> = self
+            .pools
+            .iter()
+            .enumerate()
+            .filter(|_| self.per_type)
+            .map(|(pool, p)| {
+                p.members
+                    .iter()
+                    .filter_map(|&id| {
+                        let ty = self.instances.get(id)?.instance_type;
+                        self.type_latency.get(pool)?.get(ty).copied()
+                    })
+                    .min_by(f64::total_cmp)
+            })
+            .collect();
+        let overhead: Vec<Option<f64>> = self
+            .pools
+            .iter()
+            .map(|p| p.overhead.estimate_ms())
+            .collect();
+        let prior = response::prior(overhead.iter().copied());
+        response::predicted(models, &inference, &overhead, prior)
+    }
+
+    /// A member call to `pool` arriving at `t`, whose answer must reach the master by
+    /// `deadline`.
     pub fn serve(&mut self, pool: usize, t: f64, deadline: f64) -> Served {
-        let Some(service) = self.service_s.get(pool).copied() else {
-            return Served::Missed;
+        let hop = self.hop_s;
+        let (served, service) = self.serve_until(pool, t, deadline - hop);
+        if let (Served::At(at), Some(p)) = (served, self.pools.get_mut(pool)) {
+            p.overhead.observe((at - t + hop) * 1e3, service * 1e3);
+        }
+        match served {
+            Served::At(at) => Served::At(at + hop),
+            Served::Late(at) => Served::Late(at + hop),
+            other => other,
+        }
+    }
+
+    /// The call on the worker's side: it must finish by `deadline` (give or take a
+    /// nanosecond: a model whose latency is exactly the target fits it). It runs for the
+    /// model's latency on the instance's type (the profile's when the type has none),
+    /// which is returned with the outcome.
+    fn serve_until(&mut self, pool: usize, t: f64, deadline: f64) -> (Served, f64) {
+        let deadline = deadline + 1e-9;
+        let Some(profiled) = self.service_s.get(pool).copied() else {
+            return (Served::Missed, 0.0);
         };
         let Some(p) = self.pools.get_mut(pool) else {
-            return Served::Missed;
+            return (Served::Missed, profiled);
         };
         p.calls += 1;
+        let type_latency = self.type_latency.get(pool).filter(|_| self.per_type);
         let instances = &mut self.instances;
         // The fullest instance with a slot free at `t`, as the live load balancer packs.
         let packed = packing::choose(p.members.iter().map(|&id| {
@@ -252,24 +316,27 @@ impl Cluster {
                 .map(|(_, id)| id),
         };
         let Some(instance) = chosen.and_then(|id| instances.get_mut(id)) else {
-            return Served::NoInstance;
+            return (Served::NoInstance, profiled);
         };
+        let service = type_latency
+            .and_then(|per_type| per_type.get(instance.instance_type))
+            .map_or(profiled, |ms| ms / 1000.0);
         let Some(slot) = instance.slots.iter_mut().min_by(|a, b| a.total_cmp(b)) else {
-            return Served::NoInstance;
+            return (Served::NoInstance, service);
         };
         let start = slot.max(t);
         if start > deadline {
             p.misses += 1;
-            return Served::Missed;
+            return (Served::Missed, service);
         }
         let finish = start + service;
         *slot = finish;
         instance.last_used = finish;
         if finish > deadline {
             p.misses += 1;
-            return Served::Late(finish);
+            return (Served::Late(finish), service);
         }
-        Served::At(finish)
+        (Served::At(finish), service)
     }
 
     /// Bills every live instance up to `now`.

@@ -3,11 +3,11 @@
 use cocktail_policy::autoscale::AutoscaleConfig;
 use cocktail_policy::control::ControlConfig;
 use cocktail_policy::predict::Statistical;
-use cocktail_policy::selection::SelectionConfig;
+use cocktail_policy::selection::{Rule, SelectionConfig};
 use cocktail_policy::voting;
 use serde::Serialize;
 
-use crate::workload::Mix;
+use crate::workload::{self, Mix};
 
 /// The serving schemes compared (cocktail.txt §5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -104,10 +104,19 @@ pub struct SimConfig {
     pub forecast_quantile: f64,
     /// Target tracking's utilisation instead of its policy's.
     pub tracking_utilisation: Option<f64>,
-    /// Added to the latency target to form the deadline, as `--deadline-grace-ms`.
-    pub grace_ms: f64,
     /// One network hop master ↔ worker, added to every answer.
     pub hop_ms: f64,
+    /// Serve each call at the model's latency on the instance's catalog type, as workers
+    /// emulating their types do (`--emulate-types`); off, at the profiled latency on
+    /// the profiling host whatever the type, as unemulated local workers do.
+    pub per_type_latency: bool,
+    /// Members may answer this long after the latency target, as the master's
+    /// `--deadline-grace-ms` (default 0); a later answer is an SLO violation either way.
+    pub grace_ms: f64,
+    /// Under measured selection, every n-th request's item joins its constraint's buffer
+    /// with every candidate's recorded answer, as the master's `--shadow-every` (the
+    /// shadow calls' load on the pools is not modelled).
+    pub shadow_every: u64,
     pub selection: SelectionConfig,
     pub autoscale: AutoscaleConfig,
     /// The weight prior of the class weights, as `--weight-prior`.
@@ -119,6 +128,15 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
+    /// The scheme's name, with measured selection as a scheme of its own
+    /// (`Cocktail-M`).
+    pub fn label(&self) -> String {
+        match (self.scheme, self.selection.rule) {
+            (Scheme::Cocktail, Rule::Measured) => "Cocktail-M".to_owned(),
+            (scheme, _) => scheme.name().to_owned(),
+        }
+    }
+
     /// The control loop's configuration for this run.
     pub fn control(&self) -> ControlConfig {
         ControlConfig {
@@ -158,12 +176,11 @@ impl SimConfig {
             tracking_utilisation: None,
             predictor: Statistical::Auto,
             history: Vec::new(),
-            grace_ms: 20.0,
-            hop_ms: 0.5,
-            selection: SelectionConfig {
-                latency_margin_ms: 0.0,
-                ..SelectionConfig::default()
-            },
+            hop_ms: workload::HOP_MS,
+            grace_ms: 0.0,
+            per_type_latency: false,
+            shadow_every: 20,
+            selection: SelectionConfig::default(),
             autoscale: AutoscaleConfig::default(),
             weight_prior: 100.0,
             bucket_s: 60.0,

@@ -6,8 +6,14 @@
 //! What is real: every model's answer comes from the recorded predictions on the test
 //! set, so ensemble accuracy is the accuracy the zoo would give; latencies per call come
 //! from the measured profile; prices, Pf per instance type and the spot process come from
-//! the catalog. What is modelled: the network hop (`overhead_ms`), launch delays, spot
+//! the catalog. What is modelled: the network hop (`hop_ms`), launch delays, spot
 //! revocations (price above the bid, plus a chaos rate) and instance failures.
+//!
+//! Latency is end to end, as live: a request's answer is due `latency_ms` after it
+//! arrives; members whose answers would come later are left out of the vote, and the
+//! request is an SLO violation when its answer comes after `latency_ms` or a member
+//! missed. Cocktail's selection sees each model's predicted response time, its profiled
+//! latency plus the overhead its pool measured ([`Cluster::predicted`]).
 
 mod ask;
 pub mod cluster;
@@ -22,6 +28,7 @@ use std::collections::BinaryHeap;
 
 use cocktail_policy::control::Control;
 use cocktail_policy::ensemble::targets_of;
+use cocktail_policy::selection::Rule;
 use cocktail_policy::voting::{self, ClassWeights, Voter};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -64,7 +71,7 @@ pub fn run(
     let cluster = Cluster::new(
         world.catalog.clone(),
         allowed,
-        &latency_ms,
+        (&latency_ms, config.hop_ms, config.per_type_latency),
         world.packing.clone(),
         world.type_latency.clone(),
         config.seed,
@@ -132,14 +139,16 @@ pub fn run(
     let deadline_s: Vec<f64> = world
         .types
         .iter()
-        .map(|t| (t.constraint.latency_ms + config.grace_ms) / 1000.0)
+        .map(|t| t.constraint.latency_ms / 1000.0)
         .collect();
-    let hop_s = config.hop_ms / 1000.0;
+    let grace_s = config.grace_ms / 1000.0;
     let mut members: Vec<usize> = Vec::new();
     let mut ballots = Ballots::default();
     // Requests are the test items selection does not estimate on (`World::recorded`).
     let (first_scored, items) = world.scored_items();
     let chaos = config.revocations_per_hour * config.reactive_interval_s / 3600.0;
+    let measured = config.scheme == Scheme::Cocktail && config.selection.rule == Rule::Measured;
+    let mut shadowed = 0_u64;
     let spot = config.scheme.spot();
 
     // A last pseudo-arrival at the end lets the final ticks (the last bucket) happen.
@@ -191,7 +200,7 @@ pub fn run(
             } else if at == next_o2 {
                 next_o2 += config.o2_interval_s;
                 for (ensemble, dropped) in ensembles.iter_mut().zip(&mut dropped) {
-                    o2(config, world, ensemble, dropped);
+                    o2(config, world, &fleet.cluster, ensemble, dropped);
                 }
             } else {
                 next_bucket += config.bucket_s;
@@ -240,7 +249,7 @@ pub fn run(
             world,
             ensemble,
             &members,
-            (item, t, t + deadline),
+            (item, t, t + deadline + grace_s),
         );
         let voters: Vec<Voter<'_>> = ballots
             .cast
@@ -272,12 +281,16 @@ pub fn run(
                 winning_votes,
                 label,
             );
+            shadowed += 1;
+            if measured && shadowed.is_multiple_of(config.shadow_every.max(1)) {
+                ensemble.remember(world.labelled(item, &ensemble.pool));
+            }
         } else {
             failed += 1;
         }
-        let latency = finish - t + hop_s;
+        let latency = finish - t;
         degraded += u64::from(missed && outcome.is_some());
-        if outcome.is_none() || latency > deadline {
+        if outcome.is_none() || missed || latency > deadline + 1e-9 {
             violations += 1;
         }
         latencies.push((latency * 1000.0) as f32);
@@ -305,7 +318,7 @@ pub fn run(
             *count += 1;
             if *count >= n.max(1) {
                 *count = 0;
-                o2(config, world, ensemble, dropped);
+                o2(config, world, &fleet.cluster, ensemble, dropped);
             }
         }
     }
@@ -331,7 +344,7 @@ pub fn run(
     let mut sorted = latencies.clone();
     SimResult {
         task: world.task.clone(),
-        scheme: config.scheme.name().to_owned(),
+        scheme: config.label(),
         autoscaler: config.autoscaler.name().to_owned(),
         mix: config.mix.name().to_owned(),
         importance_weights: config.importance_weights,

@@ -1,15 +1,18 @@
 //! The baselines' model choices (cocktail.txt §5.1) and each scheme's interval step.
 
 use cocktail_policy::ensemble::Ensemble;
-use cocktail_policy::selection::{self, Candidate, Constraint, SelectionConfig};
+use cocktail_policy::response;
+use cocktail_policy::selection::{self, Candidate, Constraint};
 
 use super::World;
+use super::cluster::Cluster;
 use super::config::{Scheme, SimConfig};
 
 /// Each constraint type's first ensemble under the scheme: Cocktail's O1, InFaaS's one
-/// model, or every candidate (Clipper, Clipper-X).
+/// model, or every candidate (Clipper, Clipper-X), on the profiled latencies plus the hop
+/// (the live master probes each worker's hop when it registers, before any request).
 pub(super) fn initial_ensembles(world: &World, config: &SimConfig) -> Vec<Ensemble> {
-    let models = &world.candidates;
+    let models = &response::predicted(&world.candidates, &[], &[], Some(config.hop_ms));
     world
         .types
         .iter()
@@ -17,21 +20,21 @@ pub(super) fn initial_ensembles(world: &World, config: &SimConfig) -> Vec<Ensemb
             let c = t.constraint;
             match config.scheme {
                 Scheme::Cocktail => {
-                    Ensemble::select(models, c, &config.selection, Some(&world.recorded))
+                    let members = selection::initial_or_feasible(
+                        models,
+                        &world.candidates,
+                        &c,
+                        Some(&world.recorded),
+                    );
+                    Ensemble::new(models, c, members, 0)
                 }
-                Scheme::Infaas => Ensemble::new(
-                    models,
-                    c,
-                    vec![infaas_choice(models, &c, &config.selection)],
-                    0,
-                    &config.selection,
-                ),
+                Scheme::Infaas => Ensemble::new(models, c, vec![infaas_choice(models, &c)], 0),
                 Scheme::Clipper | Scheme::ClipperX => {
-                    let mut all = selection::candidates(models, &c, &config.selection);
+                    let mut all = selection::candidates(models, &c);
                     if all.is_empty() {
-                        all.push(infaas_choice(models, &c, &config.selection));
+                        all.push(infaas_choice(models, &c));
                     }
-                    Ensemble::new(models, c, all, 0, &config.selection)
+                    Ensemble::new(models, c, all, 0)
                 }
             }
         })
@@ -40,8 +43,8 @@ pub(super) fn initial_ensembles(world: &World, config: &SimConfig) -> Vec<Ensemb
 
 /// InFaaS's choice: the fastest model meeting the accuracy within the latency; else the
 /// fastest meeting the accuracy at all; else the most accurate within the latency.
-pub fn infaas_choice(models: &[Candidate], c: &Constraint, config: &SelectionConfig) -> usize {
-    let within = selection::candidates(models, c, config);
+pub fn infaas_choice(models: &[Candidate], c: &Constraint) -> usize {
+    let within = selection::candidates(models, c);
     let fastest = |it: &mut dyn Iterator<Item = usize>| {
         it.min_by(|&a, &b| models[a].latency_ms.total_cmp(&models[b].latency_ms))
     };
@@ -112,16 +115,19 @@ pub(super) fn clipper_x_step(
     ensemble.replace(members, generation); // a new window
 }
 
-/// The end of a constraint type's interval: Cocktail's O2, or Clipper-X's step.
+/// The end of a constraint type's interval: Cocktail's O2 (on the response times the
+/// cluster measured), or Clipper-X's step.
 pub(super) fn o2(
     config: &SimConfig,
     world: &World,
+    cluster: &Cluster,
     ensemble: &mut Ensemble,
     dropped: &mut Vec<usize>,
 ) {
     match config.scheme {
         Scheme::Cocktail => {
-            ensemble.revisit(&world.candidates, &config.selection, Some(&world.recorded));
+            let models = cluster.predicted(&world.candidates);
+            ensemble.revisit(&models, &config.selection, Some(&world.recorded));
         }
         Scheme::ClipperX => clipper_x_step(
             &world.candidates,

@@ -5,6 +5,7 @@ use cocktail_common::catalog::{self, Catalog};
 use cocktail_common::latency::BatchLatency;
 use cocktail_common::{Predictions, Zoo};
 use cocktail_policy::estimate::{self, Recorded};
+use cocktail_policy::measured::Labelled;
 use cocktail_policy::selection::Candidate;
 
 use crate::workload::{self, ConstraintType};
@@ -103,6 +104,22 @@ impl World {
 }
 
 impl World {
+    /// Test item `item` labelled, with the recorded answer of each model in `asked` (what
+    /// the master's shadow calls to a constraint's candidates return).
+    pub fn labelled(&self, item: usize, asked: &[usize]) -> Labelled {
+        Labelled {
+            label: self.labels.get(item).copied().unwrap_or_default(),
+            answers: (0..self.models.len())
+                .map(|m| {
+                    asked
+                        .contains(&m)
+                        .then(|| self.answers.get(m)?.get(item).copied())
+                        .flatten()
+                })
+                .collect(),
+        }
+    }
+
     /// The test items requests are drawn from ([`estimate::scored_items`]).
     pub fn scored_items(&self) -> (usize, usize) {
         estimate::scored_items(self.labels.len())

@@ -26,6 +26,7 @@ pub fn provenance(answer: &Answer) -> Provenance {
         interval: answer.interval.clone(),
         master_us: answer.master_us,
         wait_us: answer.wait_us,
+        latency_met: answer.latency_met,
     }
 }
 

@@ -151,12 +151,18 @@ pub async fn list_tasks(state: web::Data<AppState>) -> HttpResponse {
                 .models
                 .iter()
                 .zip(&t.candidates)
-                .map(|(m, c)| ModelSummary {
-                    name: m.clone(),
-                    accuracy: c.accuracy,
-                    latency_ms: c.latency_ms,
-                    packing_factor: c.packing_factor,
-                    ready: master.registry.serves(m),
+                .zip(master.served(t))
+                .map(|((m, c), predicted)| {
+                    let ready = master.registry.serves(m);
+                    ModelSummary {
+                        name: m.clone(),
+                        accuracy: c.accuracy,
+                        latency_ms: c.latency_ms,
+                        predicted_ms: ready.then_some(predicted.latency_ms),
+                        overhead_ms: master.registry.pool(m).and_then(|p| p.overhead_ms()),
+                        packing_factor: c.packing_factor,
+                        ready,
+                    }
                 })
                 .collect(),
         })
@@ -194,7 +200,10 @@ pub async fn task_ready(
 }
 
 /// Classifies `n` items with the ensemble chosen for the constraints in `parameters`:
-/// `latency_ms` and `accuracy` (required), `objective` (`accuracy` or `latency`),
+/// `latency_ms` (required: the end-to-end response time wanted, from arrival to answer;
+/// members predicted slower are not chosen, members not back by then do not vote, and a
+/// later answer is an SLO violation, `latency_met: false`) and `accuracy` (required),
+/// `objective` (`accuracy` or `latency`),
 /// `label` (one per item, to learn from) and `scheme` (`weighted`, `majority`, `average`).
 /// Triton's binary tensor extension is spoken both ways (`Inference-Header-Content-Length`).
 #[utoipa::path(post, path = "/v2/models/{task}/infer", security(("api_key" = [])),
@@ -361,6 +370,7 @@ pub async fn ensembles(state: web::Data<AppState>) -> HttpResponse {
                 generation: s.generation,
                 window_labelled: s.window_labelled(),
                 window_accuracy: s.window_accuracy(),
+                measured_items: s.remembered(),
                 key: key.to_string(),
             }
         })
@@ -396,6 +406,7 @@ pub async fn register(
         controller.admits(&body).await?;
     }
     master.registry.register(&body);
+    master.probe(&body.model, &body.url);
     Ok(HttpResponse::Ok().json(Registered {
         heartbeat_ms: master.config.heartbeat.as_millis() as u64,
     }))

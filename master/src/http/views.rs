@@ -37,6 +37,13 @@ pub struct ModelSummary {
     pub accuracy: f64,
     /// Profiled inference latency of one item.
     pub latency_ms: f64,
+    /// Predicted response time of a member call now: inference on the fastest type its
+    /// pool runs on plus the overhead measured on the pool. Selection compares this with
+    /// a request's `latency_ms`. Absent while no worker serves the model.
+    pub predicted_ms: Option<f64>,
+    /// The part of `predicted_ms` beyond inference: the overhead measured on the pool's
+    /// calls (its readiness probe's round trip before the first call).
+    pub overhead_ms: Option<f64>,
     pub packing_factor: u32,
     /// Some worker serves it.
     pub ready: bool,
@@ -65,6 +72,9 @@ pub struct Provenance {
     pub master_us: u64,
     /// Time spent waiting for the members, in microseconds.
     pub wait_us: u64,
+    /// The vote was ready within the request's `latency_ms` of its arrival (encoding
+    /// the answer adds microseconds); false is an SLO violation.
+    pub latency_met: bool,
 }
 
 /// `POST /v1/classify`: the answer for the one item.
@@ -120,7 +130,9 @@ pub struct ClassifyRequest {
     pub image: Option<String>,
     /// A text task's item.
     pub text: Option<String>,
-    /// The latency target in milliseconds (above 0, at most 60,000).
+    /// The end-to-end response time wanted, in milliseconds (above 0, at most 60,000),
+    /// from the request's arrival to its answer: models predicted slower are not chosen,
+    /// members not back by then do not vote, and a later answer is an SLO violation.
     #[schema(exclusive_minimum = 0.0, maximum = 60000.0)]
     pub latency_ms: f64,
     /// The accuracy target, above 0 and at most 1.
@@ -223,6 +235,8 @@ pub struct EnsembleView {
     pub window_labelled: usize,
     /// The ensemble's accuracy on the window's labelled items, once it has some.
     pub window_accuracy: Option<f64>,
+    /// Labelled items kept with every candidate's answer (`--selection measured`).
+    pub measured_items: usize,
 }
 
 /// `GET /v1/workers`.

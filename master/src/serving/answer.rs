@@ -57,6 +57,8 @@ pub struct Answer {
     pub master_us: u64,
     /// Time spent waiting for the members (slowest member, queueing included).
     pub wait_us: u64,
+    /// The vote was ready within `latency_ms` of the request's arrival.
+    pub latency_met: bool,
 }
 
 /// What the members of one request returned: the answers that vote (a substitute's in

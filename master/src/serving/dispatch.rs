@@ -3,7 +3,7 @@
 //! instance of the same pool while time remains.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use cocktail_common::oip::tensor::{self, WireError};
 use cocktail_common::oip::{ErrorBody, binary};
@@ -59,6 +59,10 @@ impl std::fmt::Display for MemberError {
     }
 }
 
+/// How long a member call may go unanswered before it counts as unanswered (a hung
+/// worker): a call late for its request goes on in the background until then.
+const HUNG_AFTER: Duration = Duration::from_secs(1);
+
 /// Calls `model`'s pool with `body` until an answer, a client error or the deadline.
 pub async fn call_member(
     client: &reqwest::Client,
@@ -69,6 +73,7 @@ pub async fn call_member(
     items: usize,
     classes: usize,
 ) -> Result<MemberAnswer, MemberError> {
+    let began = Instant::now();
     let pool = registry.pool(model).ok_or(MemberError::NoInstance)?;
     pool.record_batch(items);
     let mut tried: Vec<Arc<Instance>> = Vec::new();
@@ -84,36 +89,51 @@ pub async fn call_member(
             return Err(MemberError::Deadline);
         }
         lease.sent();
+        // The call may outlive the request: a worker that answers after the deadline is
+        // slow, not hung, and its slot stays busy until it does. So the call runs in its
+        // own task, holding the slot, for up to `HUNG_AFTER` (or the request's own time,
+        // if longer); the request stops waiting at its deadline. Only a call that gets no
+        // answer in that time counts against the instance ([`crate::serving::registry::Lease`]).
         let mut call = client
             .post(&lease.instance.infer_url)
             .body(body.body.clone())
-            .timeout(remaining);
+            .timeout(remaining.max(HUNG_AFTER));
         call = match body.header {
             Some(length) => call
                 .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
                 .header(binary::HEADER_LENGTH, length),
             None => call.header(reqwest::header::CONTENT_TYPE, "application/json"),
         };
-        let sent = call.send().await;
-        let outcome = match sent {
-            Ok(response) => {
-                lease.answered();
-                read(response, items, classes).await
-            }
-            Err(e) if e.is_timeout() => return Err(MemberError::Deadline),
-            Err(e) => {
-                if e.is_connect() {
-                    lease.refused();
+        let task = tokio::spawn(async move {
+            let outcome = match call.send().await {
+                Ok(response) => {
+                    lease.answered();
+                    read(response, items, classes).await
                 }
-                Err(MemberError::Failed(format!(
-                    "{}: {}",
-                    lease.instance.id,
-                    error_chain(&e)
-                )))
-            }
+                Err(e) if e.is_timeout() => Err(MemberError::Deadline),
+                Err(e) => {
+                    if e.is_connect() {
+                        lease.refused();
+                    }
+                    Err(MemberError::Failed(format!(
+                        "{}: {}",
+                        lease.instance.id,
+                        error_chain(&e)
+                    )))
+                }
+            };
+            (lease, outcome)
+        });
+        let (lease, outcome) = match tokio::time::timeout(remaining, task).await {
+            Ok(Ok(done)) => done,
+            Ok(Err(join)) => return Err(MemberError::Failed(format!("member call: {join}"))),
+            Err(_) => return Err(MemberError::Deadline),
         };
         match outcome {
-            Ok(answer) => return Ok(answer),
+            Ok(answer) => {
+                pool.observe_member_call(&lease.instance, items, began.elapsed());
+                return Ok(answer);
+            }
             Err(rejected @ MemberError::Rejected { .. }) => return Err(rejected),
             Err(MemberError::Deadline) => return Err(MemberError::Deadline),
             Err(other) => {

@@ -33,6 +33,14 @@ pub struct Registry {
     speeds: HashMap<String, Arc<Speed>>,
 }
 
+/// What the registry measures of each model's response time ([`Registry::response_times`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResponseTimes {
+    pub inference_ms: Vec<Option<f64>>,
+    pub overhead_ms: Vec<Option<f64>>,
+    pub prior: Option<f64>,
+}
+
 /// What `GET /v1/workers` shows per instance.
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct InstanceView {
@@ -195,6 +203,28 @@ impl Registry {
                 .iter()
                 .any(|i| i.id != id && i.slots().available)
         })
+    }
+
+    /// Per model of `models`, the predicted inference time on the fastest usable type
+    /// and the measured member-call overhead, and the overhead to assume for pools not
+    /// measured yet ([`cocktail_policy::response::prior`]): what
+    /// [`cocktail_policy::response::predicted`] needs.
+    pub fn response_times(&self, models: &[String]) -> ResponseTimes {
+        let pools = self.pools.read();
+        let prior = cocktail_policy::response::prior(pools.values().map(|p| p.overhead_ms()));
+        let (inference_ms, overhead_ms) = models
+            .iter()
+            .map(|m| {
+                pools.get(m).map_or((None, None), |p| {
+                    (p.inference_estimate_ms(), p.overhead_ms())
+                })
+            })
+            .unzip();
+        ResponseTimes {
+            inference_ms,
+            overhead_ms,
+            prior,
+        }
     }
 
     /// Whether some instance of `model` can take work now or soon.

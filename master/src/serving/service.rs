@@ -25,7 +25,9 @@ use crate::serving::request::ValidRequest;
 use crate::serving::state::{Answered, ConstraintKey, Ensembles, KeyState, Recent};
 use crate::serving::tasks::{self, TaskTable};
 use crate::serving::usage::Usage;
-use cocktail_policy::selection::{self, Adjustment, Constraint};
+use cocktail_policy::measured::Labelled;
+use cocktail_policy::response;
+use cocktail_policy::selection::{self, Adjustment, Constraint, Rule};
 use cocktail_policy::voting::{BatchOutcome, Scheme, Voter, vote_batch};
 
 /// A request's ensemble, as [`Master::resolve`] found it.
@@ -56,6 +58,7 @@ pub struct Master {
     client: reqwest::Client,
     requests: AtomicU64,
     unlabelled: AtomicU64,
+    labelled: AtomicU64,
     /// Distinguishes generated request ids of masters started at different times.
     epoch: u64,
     /// Models whose pools a resource controller manages: selectable while no worker
@@ -96,6 +99,7 @@ impl Master {
             tasks,
             registry,
             unlabelled: AtomicU64::new(0),
+            labelled: AtomicU64::new(0),
             ensembles: Ensembles::default(),
             cache,
             usage: Usage::default(),
@@ -104,6 +108,27 @@ impl Master {
             epoch,
             managed: OnceLock::new(),
         })
+    }
+
+    /// Times a round trip to a newly registered instance's readiness probe, in the
+    /// background: its pool's first overhead estimate, so that the first selection
+    /// counts the hop before any member call is measured.
+    pub fn probe(&self, model: &str, url: &str) {
+        let Some(pool) = self.registry.pool(model) else {
+            return;
+        };
+        let (client, url) = (self.client.clone(), format!("{url}/v2/health/ready"));
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let answered = client
+                .get(&url)
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await;
+            if answered.is_ok_and(|r| r.status().is_success()) {
+                pool.observe_probe(started.elapsed());
+            }
+        });
     }
 
     /// Hands the pools of `models` to a resource controller (once; later calls do
@@ -167,20 +192,14 @@ impl Master {
                 .increment(1);
             return (state, true);
         }
-        let config = &self.config.selection;
         if let Some(cache) = &self.cache {
             if let Some(cached) = cache.get(key.as_str()).await {
                 let members = indices(task, &cached.members);
                 if !members.is_empty() {
                     metrics::counter!("cocktail_master_cache_total", "layer" => "redis", "outcome" => "hit")
                         .increment(1);
-                    let state = KeyState::new(
-                        &self.served(task),
-                        constraint,
-                        members,
-                        cached.generation,
-                        config,
-                    );
+                    let state =
+                        KeyState::new(&self.served(task), constraint, members, cached.generation);
                     return (self.ensembles.insert(key.clone(), state), true);
                 }
             }
@@ -188,35 +207,61 @@ impl Master {
                 .increment(1);
         }
         let served = self.served(task);
-        let members = selection::initial(&served, &constraint, config, task.recorded.as_ref());
-        tracing::info!(%key, members = ?names(task, &members), "O1 selected an ensemble");
-        let state = self.ensembles.insert(
-            key.clone(),
-            KeyState::new(&served, constraint, members, 0, config),
+        let members = selection::initial_or_feasible(
+            &served,
+            &self.served_with(task, false),
+            &constraint,
+            task.recorded.as_ref(),
         );
+        tracing::info!(%key, members = ?names(task, &members), "O1 selected an ensemble");
+        let state = self
+            .ensembles
+            .insert(key.clone(), KeyState::new(&served, constraint, members, 0));
         self.publish(task, key, &state);
         (state, false)
     }
 
-    /// The task's candidates, with models no worker serves made unselectable (infinite
-    /// latency) — unless none is served yet, when the profile alone decides. Models a
-    /// resource controller manages stay selectable: it launches what an ensemble uses.
+    /// The task's candidates as selection sees them: each model's `latency_ms` is its
+    /// predicted response time ([`cocktail_policy::response::predicted`]): inference on
+    /// the fastest type its pool runs on (the profile while it has no instance) plus the
+    /// member-call overhead measured on its pool (its workers' readiness probes before
+    /// its first call; the other pools' median while it has neither). Models no worker serves
+    /// are unselectable (infinite latency), unless none is served yet, when the profile
+    /// alone decides. Models a resource controller manages stay selectable: it launches
+    /// what an ensemble uses.
     pub fn served(&self, task: &TaskTable) -> Vec<selection::Candidate> {
+        self.served_with(task, true)
+    }
+
+    /// [`Master::served`], with the measured overhead (`measured`) or with the inference
+    /// times alone.
+    fn served_with(&self, task: &TaskTable, measured: bool) -> Vec<selection::Candidate> {
         let managed = self.managed.get();
         let serves: Vec<bool> = task
             .models
             .iter()
             .map(|m| self.registry.serves(m) || managed.is_some_and(|set| set.contains(m)))
             .collect();
+        let times = self.registry.response_times(&task.models);
+        let predicted = if measured {
+            response::predicted(
+                &task.candidates,
+                &times.inference_ms,
+                &times.overhead_ms,
+                times.prior,
+            )
+        } else {
+            response::predicted(&task.candidates, &times.inference_ms, &[], None)
+        };
         if !serves.contains(&true) {
-            return task.candidates.clone();
+            return predicted;
         }
-        task.candidates
-            .iter()
+        predicted
+            .into_iter()
             .zip(serves)
             .map(|(c, served)| selection::Candidate {
                 latency_ms: if served { c.latency_ms } else { f64::INFINITY },
-                ..c.clone()
+                ..c
             })
             .collect()
     }
@@ -343,8 +388,14 @@ impl Master {
         metrics::counter!("cocktail_master_requests_total", "task" => task_name.to_owned(),
             "outcome" => if degraded { "degraded" } else { "ok" })
         .increment(1);
+        let elapsed = started.elapsed();
         metrics::histogram!("cocktail_master_request_duration_seconds", "task" => task_name.to_owned())
-            .record(started.elapsed().as_secs_f64());
+            .record(elapsed.as_secs_f64());
+        let latency_met = elapsed.as_secs_f64() * 1e3 <= request.constraint.latency_ms;
+        if !latency_met {
+            metrics::counter!("cocktail_master_slo_violations_total", "task" => task_name.to_owned())
+                .increment(1);
+        }
         metrics::histogram!("cocktail_master_ensemble_size").record(resolved.members.len() as f64);
         Ok(Answer {
             id,
@@ -366,6 +417,7 @@ impl Master {
             interval: self.config.interval.describe(),
             master_us,
             wait_us: wait.as_micros() as u64,
+            latency_met,
         })
     }
 
@@ -384,9 +436,11 @@ impl Master {
             return Err(no_candidate(
                 &task,
                 &request.constraint,
-                self.config.selection.latency_margin_ms,
+                &self.served_with(&task, false),
             ));
         }
+        // The answer is due `latency_ms` after the request arrived: members answer by
+        // then (plus the grace, 0 unless configured) or are left out of the vote.
         let deadline = started
             + Duration::from_secs_f64(request.constraint.latency_ms / 1e3)
             + self.config.deadline_grace;
@@ -406,7 +460,12 @@ impl Master {
     async fn dispatch(&self, resolved: &Resolved, request: &ValidRequest) -> Vec<Slot> {
         let spares = Spares::new({
             let s = resolved.state.lock();
-            selection::substitutes(&resolved.task.candidates, &s.pool, &resolved.members)
+            selection::substitutes(
+                &resolved.task.candidates,
+                &s.pool,
+                &resolved.members,
+                &s.constraint,
+            )
         });
         let call = Call {
             client: &self.client,
@@ -455,9 +514,12 @@ impl Master {
             winning_votes: outcome.winning_votes.clone(),
         };
         match &request.labels {
-            Some(labels) => record.learn(labels),
+            Some(labels) => {
+                record.learn(labels);
+                self.maybe_measure(&record, request, labels, resolved.deadline);
+            }
             None => {
-                self.maybe_pseudo_label(&record, &resolved.state, request, resolved.deadline);
+                self.maybe_pseudo_label(&record, request, resolved.deadline);
                 self.recent.remember(id.to_owned(), record);
             }
         }
@@ -483,6 +545,8 @@ impl Master {
                 Adjustment::Prune(_) => "prune",
                 Adjustment::Add(_) => "add",
                 Adjustment::Revert(_) => "revert",
+                Adjustment::Refit(_) => "refit",
+                Adjustment::Measured(_) => "measured",
                 Adjustment::Keep => "keep",
             };
             let members = names(task, &state.lock().members);
@@ -496,13 +560,7 @@ impl Master {
     /// Every n-th unlabelled request also goes to the candidates outside the ensemble,
     /// in the background; what the others agree on becomes each candidate's pseudo-label
     /// ([`Answered::learn_pseudo`]).
-    fn maybe_pseudo_label(
-        &self,
-        record: &Answered,
-        state: &Arc<Mutex<KeyState>>,
-        request: &ValidRequest,
-        deadline: Instant,
-    ) {
+    fn maybe_pseudo_label(&self, record: &Answered, request: &ValidRequest, deadline: Instant) {
         let every = self.config.pseudo_label_every;
         if every == 0
             || !self
@@ -512,8 +570,64 @@ impl Master {
         {
             return;
         }
+        let asking = self.ask_the_others(record, request, deadline);
+        let (record, items) = (record.clone(), request.items);
+        tokio::spawn(async move {
+            let all = asking.await;
+            record.learn_pseudo(&all, items);
+        });
+    }
+
+    /// Under measured selection, every n-th labelled request also goes to the
+    /// candidates outside the ensemble, in the background; the items, with every
+    /// candidate's answer and their labels, join the constraint's buffer.
+    fn maybe_measure(
+        &self,
+        record: &Answered,
+        request: &ValidRequest,
+        labels: &[usize],
+        deadline: Instant,
+    ) {
+        let every = self.config.shadow_every;
+        if self.config.selection.rule != Rule::Measured
+            || every == 0
+            || !self
+                .labelled
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(every)
+        {
+            return;
+        }
+        let asking = self.ask_the_others(record, request, deadline);
+        let (state, labels) = (Arc::clone(&record.state), labels.to_vec());
+        let models = record.task.models.len();
+        tokio::spawn(async move {
+            let all = asking.await;
+            let mut state = state.lock();
+            for (item, &label) in labels.iter().enumerate() {
+                let mut answers = vec![None; models];
+                for (m, classes) in &all {
+                    if let (Some(slot), Some(&class)) = (answers.get_mut(*m), classes.get(item)) {
+                        *slot = u16::try_from(class).ok();
+                    }
+                }
+                if let Ok(label) = u16::try_from(label) {
+                    state.remember(Labelled { label, answers });
+                }
+            }
+        });
+    }
+
+    /// The answers of every candidate of the request's constraint: the members' own
+    /// (from `record`) and, called now within the request's latency target, the others'.
+    fn ask_the_others(
+        &self,
+        record: &Answered,
+        request: &ValidRequest,
+        deadline: Instant,
+    ) -> impl std::future::Future<Output = Vec<(usize, Vec<usize>)>> + Send + 'static {
         let others: Vec<usize> = {
-            let s = state.lock();
+            let s = record.state.lock();
             s.pool
                 .iter()
                 .copied()
@@ -526,20 +640,22 @@ impl Master {
             .zip(&record.member_classes)
             .filter_map(|(&m, classes)| classes.clone().map(|c| (m, c)))
             .collect();
-        let record = record.clone();
+        let task = Arc::clone(&record.task);
         let (client, registry_pool) = (self.client.clone(), Arc::clone(&self.registry));
         let (body, items) = (request.member.clone(), request.items);
+        // The shadow calls get the request's own latency target: a candidate slower than
+        // that could not have served it anyway.
         let budget = deadline
             .saturating_duration_since(Instant::now())
-            .max(self.config.deadline_grace);
-        tokio::spawn(async move {
+            .max(Duration::from_secs_f64(request.constraint.latency_ms / 1e3));
+        async move {
             let deadline = Instant::now() + budget;
-            let classes = record.task.labels.len();
+            let classes = task.labels.len();
             let shadow = join_all(others.iter().map(|&m| {
                 call_member(
                     &client,
                     &registry_pool,
-                    &record.task.models[m],
+                    &task.models[m],
                     &body,
                     deadline,
                     items,
@@ -553,8 +669,8 @@ impl Master {
                     all.push((m, answer.classes));
                 }
             }
-            record.learn_pseudo(&all, items);
-        });
+            all
+        }
     }
 
     /// Applies a label sent after the answer (`/v1/feedback`).
@@ -602,16 +718,16 @@ pub fn scheme_name(scheme: Scheme) -> &'static str {
     }
 }
 
-fn no_candidate(task: &TaskTable, c: &Constraint, margin_ms: f64) -> MasterError {
-    let fastest = task
-        .candidates
+/// No model's predicted response time fits the latency target.
+fn no_candidate(task: &TaskTable, c: &Constraint, served: &[selection::Candidate]) -> MasterError {
+    let fastest = served
         .iter()
         .map(|m| m.latency_ms)
         .fold(f64::INFINITY, f64::min);
     MasterError::invalid(
         "latency_ms",
         format!(
-            "no model of task `{}` answers within {} ms (margin {margin_ms} ms); the fastest takes {fastest} ms",
+            "no model of task `{}` answers within {} ms end to end; the fastest takes {fastest:.3} ms to infer alone",
             task.name, c.latency_ms
         ),
     )

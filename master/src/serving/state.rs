@@ -84,11 +84,10 @@ impl KeyState {
         constraint: Constraint,
         members: Vec<usize>,
         generation: u64,
-        config: &SelectionConfig,
     ) -> Self {
         let now = Instant::now();
         Self {
-            ensemble: Ensemble::new(models, constraint, members, generation, config),
+            ensemble: Ensemble::new(models, constraint, members, generation),
             started: now,
             requests: 0,
             last_used: now,
@@ -314,7 +313,7 @@ mod tests {
     #[test]
     fn outcomes_of_an_older_ensemble_are_ignored_and_o2_runs_per_interval() {
         let config = SelectionConfig::default();
-        let mut state = KeyState::new(&models(), constraint(), vec![3, 2, 1], 0, &config);
+        let mut state = KeyState::new(&models(), constraint(), vec![3, 2, 1], 0);
         state.begin();
         // Every member right and unanimous: prune to a bare majority.
         state.record(0, &[Some(1), Some(1), Some(1)], 1, 3, 1);
@@ -374,7 +373,6 @@ mod tests {
             constraint(),
             vec![0, 1],
             0,
-            &SelectionConfig::default(),
         )));
         let answered = Answered {
             task: task(4),
@@ -408,7 +406,6 @@ mod tests {
             constraint(),
             vec![0],
             0,
-            &SelectionConfig::default(),
         )));
         let answered = Answered {
             task,

@@ -17,9 +17,11 @@ use cocktail_tests::zoo_manifest;
 use serde_json::{Value, json};
 
 mod inputs;
+mod selection;
 
-/// The fashion models that answer within 43 µs of inference (profile, 1 thread): the
-/// candidates of the constraint `latency_ms = 0.043` with no latency margin.
+/// The fashion models that answer within 43 µs of inference (profile, 1 thread). The
+/// tests start workers for these only, so they are the candidates of a generous
+/// end-to-end target (`latency_ms = 50`, for debug builds on a busy machine).
 const FAST_FASHION: &[&str] = &[
     "linear",
     "mlp_tiny",
@@ -33,7 +35,7 @@ const FAST_FASHION: &[&str] = &[
 
 /// Generous deadlines: these machines are shared and debug builds are slow; the tests are
 /// about what is answered, not how fast.
-const RELAXED: &[&str] = &["--latency-margin-ms", "0", "--deadline-grace-ms", "10000"];
+const RELAXED: &[&str] = &["--deadline-grace-ms", "10000"];
 
 /// The first `count` test images of the half selection does not estimate on, and their
 /// labels.
@@ -97,7 +99,7 @@ async fn an_image_and_a_sentence_are_classified_by_ensembles_shared_through_redi
 
     // An image at a constraint no single fast model meets: an ensemble answers.
     let (images, labels) = fashion_images(1);
-    let parameters = json!({ "latency_ms": 0.043, "accuracy": 0.95 });
+    let parameters = json!({ "latency_ms": 50, "accuracy": 0.95 });
     let (status, body) = cluster
         .post(
             "/v2/models/fashion/infer",
@@ -122,7 +124,7 @@ async fn an_image_and_a_sentence_are_classified_by_ensembles_shared_through_redi
     assert_eq!(outputs(&body, "scores").len(), 10);
 
     // The selection is in Redis under a namespaced key, with a TTL.
-    let key = "cocktail:selection:fashion|0.043|0.95|accuracy";
+    let key = "cocktail:selection:fashion|50|0.95|accuracy";
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let value = redis.command(&format!("GET \"{key}\"")).await.unwrap();
@@ -301,7 +303,7 @@ async fn on_2000_labelled_images_the_ensemble_beats_the_best_single_candidate() 
     let mut sizes = Vec::new();
     let mut substituted = 0;
     for (chunk, truth) in images.chunks(BATCH).zip(labels.chunks(BATCH)) {
-        let parameters = json!({ "latency_ms": 0.043, "accuracy": target, "label": truth });
+        let parameters = json!({ "latency_ms": 50, "accuracy": target, "label": truth });
         let (status, body) = cluster
             .post(
                 "/v2/models/fashion/infer",
@@ -337,8 +339,8 @@ async fn o2_shrinks_to_a_bare_majority_grows_when_accuracy_drops_and_reverts_wha
     args.extend(["--interval-requests", "10", "--pseudo-label-every", "0"]);
     let cluster = Cluster::start(&args, FAST_FASHION).await;
     let (images, _) = fashion_images(40);
-    let key = "fashion|0.043|0.99|accuracy";
-    let parameters = json!({ "latency_ms": 0.043, "accuracy": 0.99 });
+    let key = "fashion|50|0.99|accuracy";
+    let parameters = json!({ "latency_ms": 50, "accuracy": 0.99 });
 
     // Serves one interval; feedback labels each answer with `relabel(answer)`. Returns
     // the models of the interval's first answer.
@@ -414,10 +416,10 @@ async fn o2_shrinks_to_a_bare_majority_grows_when_accuracy_drops_and_reverts_wha
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_worker_under_load_loses_no_request() {
     let mut args = RELAXED.to_vec();
-    args[3] = "2000"; // deadline grace: a dead member must not hold answers for 10 s
+    args[1] = "2000"; // deadline grace: a dead member must not hold answers for 10 s
     let mut cluster = Cluster::start(&args, &["mlp_med", "dwsep", "cnn_small"]).await;
     let (images, _) = fashion_images(64);
-    let parameters = json!({ "latency_ms": 0.043, "accuracy": 0.95 });
+    let parameters = json!({ "latency_ms": 50, "accuracy": 0.95 });
     let cluster_ref = &cluster;
     let run = |seconds: f64| {
         let parameters = parameters.clone();
@@ -502,10 +504,7 @@ async fn requests_keep_succeeding_when_redis_stops() {
     let cluster = Cluster::start(&args, &["mlp_med", "dwsep", "cnn_small"]).await;
     let (images, _) = fashion_images(1);
     let ask = |accuracy: f64| {
-        let body = image_request(
-            &images,
-            json!({ "latency_ms": 0.043, "accuracy": accuracy }),
-        );
+        let body = image_request(&images, json!({ "latency_ms": 50, "accuracy": accuracy }));
         let cluster = &cluster;
         async move { cluster.post("/v2/models/fashion/infer", &body).await }
     };
@@ -549,7 +548,7 @@ async fn a_full_pool_spills_to_its_burst_instance() {
     })
     .await;
     let (images, _) = fashion_images(8);
-    let parameters = json!({ "latency_ms": 0.043, "accuracy": 0.5, "objective": "latency" });
+    let parameters = json!({ "latency_ms": 50, "accuracy": 0.5, "objective": "latency" });
     let mut lanes = Vec::new();
     for lane in 0..8 {
         let body = image_request(&images[lane..=lane], parameters.clone());

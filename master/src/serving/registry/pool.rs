@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 
 use cocktail_policy::kairos::{self, Server, Waiting};
 use cocktail_policy::packing::{self, Slots};
+use cocktail_policy::response::Overhead;
 
 use super::{Instance, UNANSWERED_LIMIT};
 
@@ -36,6 +37,9 @@ pub struct Pool {
     /// Moving average of a call's time from sending to the worker's answer, in µs (0:
     /// none yet), for the dispatcher's hedging.
     call_us: std::sync::atomic::AtomicU64,
+    /// What a member call takes beyond inference (waiting for a slot, the hop, the
+    /// worker's queue), for selection's predicted response time.
+    overhead: Mutex<Overhead>,
 }
 
 /// Requests whose batch sizes a pool remembers.
@@ -73,8 +77,9 @@ impl Drop for Ticket<'_> {
 const MATCH_WINDOW: usize = 64;
 
 /// A slot on an instance, given back on drop. A call sent on it that ends without an
-/// answer (timed out, or abandoned for a hedge that answered first) counts against the
-/// instance ([`UNANSWERED_LIMIT`]).
+/// answer (none within the dispatcher's hang limit) counts against the instance
+/// ([`UNANSWERED_LIMIT`]); a call its request stopped waiting for keeps the slot until
+/// the worker answers (`crate::serving::dispatch`).
 #[derive(Debug)]
 pub struct Lease {
     pub instance: Arc<Instance>,
@@ -361,6 +366,60 @@ impl Pool {
             0 => None,
             us => Some(Duration::from_micros(us)),
         }
+    }
+
+    /// Predicted inference time in ms of `items` on `instance`'s type (the profiling
+    /// host's when the type is unknown); `None` for a model without a profile.
+    fn inference_ms(&self, instance: &Instance, items: usize) -> Option<f64> {
+        let speed = self.speed.as_ref()?;
+        Some(
+            match instance
+                .instance_type
+                .as_deref()
+                .and_then(|t| speed.catalog.get(t))
+            {
+                Some(ty) => speed.latency.ms_on(ty, &speed.catalog.gpu, items),
+                None => speed.latency.host_ms(items),
+            },
+        )
+    }
+
+    /// One member call answered by `instance`, `took` from asking for a slot to reading
+    /// the answer: its overhead over the predicted inference joins the pool's estimate.
+    pub fn observe_member_call(&self, instance: &Instance, items: usize, took: Duration) {
+        if let Some(inference) = self.inference_ms(instance, items) {
+            self.overhead
+                .lock()
+                .observe(took.as_secs_f64() * 1e3, inference);
+        }
+    }
+
+    /// A round trip to a newly registered instance (its readiness probe): the hop
+    /// alone, the pool's first estimate before any member call.
+    pub fn observe_probe(&self, took: Duration) {
+        self.overhead.lock().observe(took.as_secs_f64() * 1e3, 0.0);
+    }
+
+    /// The overhead to expect of the next member call, once one was measured.
+    pub fn overhead_ms(&self) -> Option<f64> {
+        self.overhead.lock().estimate_ms()
+    }
+
+    /// Predicted inference time of one request on the fastest type among the usable
+    /// instances, for the pool's typical batch (the mean of the recent ones); `None`
+    /// when no instance can take work or the model has no profile.
+    pub fn inference_estimate_ms(&self) -> Option<f64> {
+        let items = {
+            let recent = self.recent.lock();
+            let n = recent.len().max(1);
+            (recent.iter().map(|&i| usize::from(i)).sum::<usize>() / n).max(1)
+        };
+        self.instances
+            .read()
+            .iter()
+            .filter(|i| i.slots().available)
+            .filter_map(|i| self.inference_ms(i, items))
+            .min_by(f64::total_cmp)
     }
 
     /// Remembers a request's batch size (once per request, not per attempt).

@@ -1,0 +1,169 @@
+//! How much an ensemble can gain over a single model within each constraint type's
+//! latency (issue 14, point 4): per type, the best single model whose profiled latency
+//! fits and the best plain-majority vote (ties to the most accurate voter, as selection
+//! estimates) of two to five such models, both counted on the whole recorded test set.
+//! `cocktail results` writes the table to `docs/results.md` and `models/README.md`.
+
+use cocktail_policy::estimate::Recorded;
+
+use crate::sim::World;
+use crate::workload::HOP_MS;
+
+/// Candidates searched per type: the most accurate that fit (C(9, 2..=5) = 372 subsets).
+const SEARCHED: usize = 9;
+/// The largest ensemble searched.
+const MAX_SIZE: usize = 5;
+
+/// One constraint type's gain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gain {
+    pub constraint: String,
+    /// The type's inference latency (its end-to-end target less the hop).
+    pub latency_ms: f64,
+    pub single: (String, f64),
+    pub ensemble: (Vec<String>, f64),
+}
+
+impl Gain {
+    /// In points of accuracy.
+    pub fn points(&self) -> f64 {
+        (self.ensemble.1 - self.single.1) * 100.0
+    }
+}
+
+/// Every constraint type's gain on `world`'s zoo.
+pub fn gains(world: &World) -> Vec<Gain> {
+    let recorded = Recorded::new(
+        world.answers.iter().cloned().map(Some).collect(),
+        world.labels.clone(),
+    );
+    let accuracy = &world.accuracy;
+    world
+        .types
+        .iter()
+        .map(|t| {
+            let latency_ms = t.constraint.latency_ms - HOP_MS;
+            let mut fit: Vec<usize> = (0..world.models.len())
+                .filter(|&m| world.candidates[m].latency_ms <= latency_ms + 1e-9)
+                .collect();
+            fit.sort_by(|&a, &b| accuracy[b].total_cmp(&accuracy[a]).then(a.cmp(&b)));
+            fit.truncate(SEARCHED);
+            let single = fit.first().copied().unwrap_or(t.model);
+            let mut best = (vec![single], accuracy[single]);
+            for size in 2..=MAX_SIZE.min(fit.len()) {
+                for subset in combinations(&fit, size) {
+                    let a = recorded.majority(&subset, accuracy).unwrap_or(0.0);
+                    if a > best.1 + 1e-12 {
+                        best = (subset, a);
+                    }
+                }
+            }
+            let name = |m: usize| world.models[m].clone();
+            Gain {
+                constraint: t.name.clone(),
+                latency_ms,
+                single: (name(single), accuracy[single]),
+                ensemble: (best.0.into_iter().map(name).collect(), best.1),
+            }
+        })
+        .collect()
+}
+
+/// Every `k`-subset of `items`, in lexicographic order of positions.
+fn combinations(items: &[usize], k: usize) -> Vec<Vec<usize>> {
+    if k == 0 {
+        return vec![Vec::new()];
+    }
+    (0..items.len())
+        .flat_map(|i| {
+            combinations(&items[i + 1..], k - 1)
+                .into_iter()
+                .map(move |mut rest| {
+                    rest.insert(0, items[i]);
+                    rest
+                })
+        })
+        .collect()
+}
+
+/// The markdown table.
+pub fn table(gains: &[Gain]) -> String {
+    let mut out = String::from(
+        "| type | inference latency (µs) | best single model | accuracy | best ensemble (2–5 models) | accuracy | gain (points) |\n|---|---:|---|---:|---|---:|---:|\n",
+    );
+    for g in gains {
+        out.push_str(&format!(
+            "| {} | {:.0} | `{}` | {:.2} % | {} | {:.2} % | {:+.2} |\n",
+            g.constraint,
+            g.latency_ms * 1000.0,
+            g.single.0,
+            g.single.1 * 100.0,
+            g.ensemble
+                .0
+                .iter()
+                .map(|m| format!("`{m}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            g.ensemble.1 * 100.0,
+            g.points(),
+        ));
+    }
+    let met = gains.iter().filter(|g| g.points() >= 1.0).count();
+    out.push_str(&format!(
+        "\n{met} of {} types gain at least 1.0 point.\n",
+        gains.len()
+    ));
+    out
+}
+
+/// Replaces the text between `<!-- ensemble-gain:start -->` and `<!-- ensemble-gain:end -->`
+/// in `readme` (appends the block when the markers are missing).
+pub fn splice(readme: &str, table: &str) -> String {
+    const START: &str = "<!-- ensemble-gain:start -->";
+    const END: &str = "<!-- ensemble-gain:end -->";
+    let block = format!("{START}\n{table}{END}");
+    match (readme.find(START), readme.find(END)) {
+        (Some(s), Some(e)) if s < e => {
+            format!("{}{block}{}", &readme[..s], &readme[e + END.len()..])
+        }
+        _ => format!("{readme}\n{block}\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn combinations_are_every_subset_once() {
+        let all = combinations(&[4, 5, 6, 7], 2);
+        assert_eq!(all.len(), 6);
+        assert_eq!(all[0], [4, 5]);
+        assert_eq!(all[5], [6, 7]);
+        assert_eq!(combinations(&[1, 2, 3], 3), [vec![1, 2, 3]]);
+    }
+
+    #[test]
+    fn the_table_replaces_only_its_block() {
+        let readme = "intro\n<!-- ensemble-gain:start -->\nold\n<!-- ensemble-gain:end -->\nrest\n";
+        let out = splice(readme, "new\n");
+        assert_eq!(
+            out,
+            "intro\n<!-- ensemble-gain:start -->\nnew\n<!-- ensemble-gain:end -->\nrest\n"
+        );
+        assert_eq!(splice(&out, "new\n"), out, "idempotent");
+    }
+
+    #[test]
+    fn the_zoos_gains_are_counted_on_the_recorded_answers() {
+        let zoo = cocktail_common::Zoo::load(cocktail_common::Zoo::locate(None).unwrap()).unwrap();
+        let world = World::load(&zoo, "fashion").unwrap();
+        let gains = gains(&world);
+        assert_eq!(gains.len(), world.types.len());
+        for g in &gains {
+            // The best single model is a candidate of the ensemble search: no negative gain.
+            assert!(g.points() >= 0.0, "{g:?}");
+            assert!((2..=MAX_SIZE).contains(&g.ensemble.0.len()) || g.points() == 0.0);
+        }
+    }
+}

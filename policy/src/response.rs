@@ -1,0 +1,174 @@
+//! Predicted response time of a member call (issue 14): a request's `latency_ms` is the
+//! end-to-end time the client wants, so a candidate fits when its inference on the
+//! instance type it runs on *plus* what the call adds around it (the network hop,
+//! (de)serialisation, waiting for a slot, the worker's queue) fits. The master measures
+//! that overhead per pool on every answered member call, and the simulator on every
+//! simulated one, with [`Overhead`]; [`predicted`] turns a task's candidates into
+//! candidates whose `latency_ms` is the predicted response time.
+
+use crate::selection::Candidate;
+
+/// Calls a pool's estimate looks back on: enough for a stable 90th percentile, few
+/// enough to follow a pool that starts queueing within a second or two of load.
+const WINDOW: usize = 64;
+
+/// The share of recent calls whose overhead the prediction covers. A quantile, not the
+/// mean plus a spread: when a few calls in a hundred wait for a slot, the others still
+/// answer in time, and the prediction should say so.
+const QUANTILE: f64 = 0.9;
+
+/// A pool's member-call overhead: call time minus predicted inference, over its last
+/// [`WINDOW`] answered calls.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Overhead {
+    /// The last calls' overheads in ms, a ring once full.
+    recent: Vec<f64>,
+    next: usize,
+    samples: u64,
+}
+
+impl Overhead {
+    /// One answered call: how long it took from the master's point of view (from asking
+    /// the pool for a slot to reading the answer) and the inference it needed on its
+    /// instance's type. Negative overheads (a worker faster than its profile) count as 0;
+    /// overheads are kept to the microsecond, the resolution calls are timed at.
+    pub fn observe(&mut self, call_ms: f64, inference_ms: f64) {
+        let sample = ((call_ms - inference_ms) * 1e3).round().max(0.0) / 1e3;
+        if !sample.is_finite() {
+            return;
+        }
+        if self.recent.len() < WINDOW {
+            self.recent.push(sample);
+        } else if let Some(slot) = self.recent.get_mut(self.next) {
+            *slot = sample;
+        }
+        self.next = (self.next + 1) % WINDOW;
+        self.samples += 1;
+    }
+
+    /// The overhead to expect of the next call (the [`QUANTILE`] of the recent calls'),
+    /// once one call has been measured.
+    pub fn estimate_ms(&self) -> Option<f64> {
+        if self.recent.is_empty() {
+            return None;
+        }
+        let mut sorted = self.recent.clone();
+        sorted.sort_by(f64::total_cmp);
+        // Nearest rank: the smallest overhead at least QUANTILE of the calls stayed within.
+        let rank = ((QUANTILE * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+        sorted.get(rank - 1).copied()
+    }
+
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+}
+
+/// The overhead to assume for a pool that has not answered a call yet: the median of
+/// the pools that have (the hop is the same network), else none.
+pub fn prior(estimates: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
+    let mut known: Vec<f64> = estimates.into_iter().flatten().collect();
+    if known.is_empty() {
+        return None;
+    }
+    known.sort_by(f64::total_cmp);
+    Some(known[known.len() / 2])
+}
+
+/// `models` with each `latency_ms` replaced by the predicted response time: the
+/// inference time on the type it runs on (`inference_ms[m]`, `None`: the profile's) plus
+/// its pool's overhead (`overhead_ms[m]`, `None`: `prior`, and none before any call was
+/// measured anywhere). A model that cannot serve keeps an infinite latency.
+pub fn predicted(
+    models: &[Candidate],
+    inference_ms: &[Option<f64>],
+    overhead_ms: &[Option<f64>],
+    prior: Option<f64>,
+) -> Vec<Candidate> {
+    models
+        .iter()
+        .enumerate()
+        .map(|(m, c)| {
+            let inference = inference_ms
+                .get(m)
+                .copied()
+                .flatten()
+                .unwrap_or(c.latency_ms);
+            let overhead = overhead_ms
+                .get(m)
+                .copied()
+                .flatten()
+                .or(prior)
+                .unwrap_or(0.0);
+            Candidate {
+                latency_ms: inference + overhead,
+                ..c.clone()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_estimate_is_a_high_quantile_of_the_recent_calls() {
+        let mut o = Overhead::default();
+        assert_eq!(o.estimate_ms(), None, "nothing measured yet");
+        o.observe(1.3, 0.3);
+        assert_eq!(o.estimate_ms(), Some(1.0), "the first call sets it");
+        // Five calls in a hundred wait 4 ms for a slot: the rest still answer after the
+        // hop alone, and so does the prediction.
+        for k in 0..100 {
+            o.observe(if k % 20 == 0 { 5.3 } else { 0.8 }, 0.3);
+        }
+        assert_eq!(o.estimate_ms(), Some(0.5));
+        // A pool that starts queueing: within a window the estimate says so.
+        for _ in 0..WINDOW / 5 {
+            o.observe(10.3, 0.3);
+        }
+        assert!(o.estimate_ms().unwrap() > 9.0, "{:?}", o.estimate_ms());
+        o.observe(0.1, 0.3);
+        assert_eq!(o.samples(), 1 + 100 + WINDOW as u64 / 5 + 1);
+        // And forgets it once the queue is gone.
+        for _ in 0..WINDOW {
+            o.observe(0.8, 0.3);
+        }
+        assert_eq!(o.estimate_ms(), Some(0.5));
+    }
+
+    #[test]
+    fn predictions_add_the_pools_overhead_or_the_fleets_to_the_inference_on_its_type() {
+        let models = [
+            Candidate {
+                latency_ms: 0.2,
+                accuracy: 0.9,
+                packing_factor: 1,
+            },
+            Candidate {
+                latency_ms: 0.1,
+                accuracy: 0.8,
+                packing_factor: 2,
+            },
+            Candidate {
+                latency_ms: f64::INFINITY,
+                accuracy: 0.7,
+                packing_factor: 1,
+            },
+        ];
+        let prior = prior([Some(0.5), None, Some(0.3), Some(0.9)]);
+        assert_eq!(prior, Some(0.5));
+        let p = predicted(
+            &models,
+            &[Some(0.4), None, None],
+            &[Some(1.0), None, None],
+            prior,
+        );
+        let latency: Vec<f64> = p.iter().map(|c| c.latency_ms).collect();
+        assert_eq!(latency, [1.4, 0.6, f64::INFINITY]);
+        assert_eq!(p[1].packing_factor, 2);
+        let unmeasured = predicted(&models, &[None, None, None], &[None, None, None], None);
+        assert_eq!(unmeasured, models, "before any call: the profiles alone");
+    }
+}

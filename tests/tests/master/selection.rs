@@ -1,0 +1,231 @@
+//! End-to-end latency targets and measured selection on a real master: the predicted
+//! response times come from measured calls, late answers are SLO violations, and
+//! `--selection measured` chooses what greedy forward selection says on the items its
+//! shadow calls measured.
+
+use std::time::Duration;
+
+use cocktail_common::{Predictions, Zoo};
+use cocktail_policy::measured::{self, Buffer, Labelled};
+use cocktail_policy::selection::{Candidate, Constraint, Objective};
+use cocktail_tests::cluster::{Cluster, eventually, image_request};
+use cocktail_tests::zoo_manifest;
+use serde_json::json;
+
+use super::{FIRST_SCORED, RELAXED, fashion_images, metric};
+
+/// `GET /v2/models`' fashion models, by name: (profiled latency, predicted response time).
+async fn response_times(cluster: &Cluster) -> Vec<(String, f64, Option<f64>)> {
+    let all = cluster.get("/v2/models").await;
+    let fashion = all["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "fashion")
+        .unwrap()
+        .clone();
+    fashion["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_owned(),
+                m["latency_ms"].as_f64().unwrap(),
+                m["predicted_ms"].as_f64(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn predicted_response_times_come_from_measured_calls_and_late_answers_are_violations() {
+    let mut args = RELAXED.to_vec();
+    args.extend(["--pseudo-label-every", "0"]);
+    let cluster = Cluster::start(&args, &["linear", "mlp_small"]).await;
+    let (images, _) = fashion_images(20);
+    let before = response_times(&cluster).await;
+    let linear = |times: &[(String, f64, Option<f64>)]| {
+        times
+            .iter()
+            .find(|(name, ..)| name == "linear")
+            .map(|(_, latency, predicted)| (*latency, predicted.unwrap()))
+            .unwrap()
+    };
+    let (profiled, probed) = linear(&before);
+    // Each worker's readiness probe at registration measured the hop: a loopback HTTP
+    // round trip takes tens of microseconds at the very least beyond 5 µs of inference.
+    assert!(
+        probed > profiled + 0.02,
+        "the hop is counted before any request: {probed} ms against {profiled} ms of inference"
+    );
+    assert!(
+        before
+            .iter()
+            .any(|(name, _, p)| name == "resnet" && p.is_none()),
+        "not served"
+    );
+
+    for image in &images {
+        let (status, body) = cluster
+            .post(
+                "/v2/models/fashion/infer",
+                &image_request(
+                    std::slice::from_ref(image),
+                    json!({ "latency_ms": 50, "accuracy": 0.5 }),
+                ),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["parameters"]["latency_met"], true, "{body}");
+    }
+    let (_, measured) = linear(&response_times(&cluster).await);
+    assert!(measured > profiled + 0.02, "{measured} ms vs {profiled} ms");
+
+    // A target between the inference and the measured response time: the profiles say it
+    // can be met, so it is served (with the generous grace of these tests, by the model's
+    // late answer), and the late answer is an SLO violation.
+    let target = (profiled + measured.min(probed)) / 2.0;
+    let violations = metric(&cluster, "cocktail_master_slo_violations_total").await;
+    let (status, body) = cluster
+        .post(
+            "/v2/models/fashion/infer",
+            &image_request(
+                &images[..1],
+                json!({ "latency_ms": target, "accuracy": 0.5 }),
+            ),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["parameters"]["latency_met"], false, "{body}");
+    assert_eq!(
+        metric(&cluster, "cocktail_master_slo_violations_total").await,
+        violations + 1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn measured_selection_chooses_what_greedy_selection_says_on_the_shadowed_items() {
+    const SERVED: &[&str] = &["linear", "mlp_small", "mlp_med", "dwsep", "cnn_small"];
+    const BATCH: usize = 16;
+    const REQUESTS: usize = 8;
+    let mut args = RELAXED.to_vec();
+    args.extend([
+        "--selection",
+        "measured",
+        "--shadow-every",
+        "1",
+        "--interval-requests",
+        "4",
+        "--pseudo-label-every",
+        "0",
+    ]);
+    let cluster = Cluster::start(&args, SERVED).await;
+    let items = BATCH * REQUESTS;
+    assert!(items >= measured::MIN_ITEMS);
+    let (images, labels) = fashion_images(items);
+    // A target every served model meets even while the shadow calls queue behind the
+    // members (debug builds, Pf 1): a model predicted slower than the target would leave
+    // the candidates, and this test is about the choice among them.
+    let (latency_ms, accuracy) = (2000.0, 0.85);
+    let key = format!("fashion|{latency_ms}|{accuracy}|accuracy");
+
+    // Labelled requests, every one shadowed: each item joins the buffer with every
+    // candidate's answer.
+    let mut o1: Vec<String> = Vec::new();
+    for (chunk, truth) in images.chunks(BATCH).zip(labels.chunks(BATCH)) {
+        let (status, body) = cluster
+            .post(
+                "/v2/models/fashion/infer",
+                &image_request(
+                    chunk,
+                    json!({ "latency_ms": latency_ms, "accuracy": accuracy, "label": truth }),
+                ),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        if o1.is_empty() {
+            o1 = serde_json::from_value(body["parameters"]["models"].clone()).unwrap();
+        }
+    }
+    let buffered = || async {
+        let all = cluster.get("/v1/ensembles").await;
+        all["ensembles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["key"] == key.as_str())
+            .map_or(0, |e| e["measured_items"].as_u64().unwrap())
+    };
+    eventually(
+        "every shadow call back",
+        Duration::from_secs(30),
+        || async { buffered().await == items as u64 },
+    )
+    .await;
+    // Unlabelled requests end the next interval without adding items.
+    for image in images.iter().take(4) {
+        let (status, body) = cluster
+            .post(
+                "/v2/models/fashion/infer",
+                &image_request(
+                    std::slice::from_ref(image),
+                    json!({ "latency_ms": latency_ms, "accuracy": accuracy }),
+                ),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(buffered().await, items as u64);
+
+    // The same selection, computed here on the same items from the recorded answers
+    // (ONNX Runtime answers as it did when they were recorded).
+    let zoo = Zoo::load(zoo_manifest()).unwrap();
+    let entries: Vec<_> = zoo.models_for("fashion").collect();
+    let candidates: Vec<Candidate> = entries
+        .iter()
+        .map(|m| Candidate {
+            latency_ms: if SERVED.contains(&m.name.as_str()) {
+                1.0
+            } else {
+                f64::INFINITY
+            },
+            ..Candidate::of(m)
+        })
+        .collect();
+    let recorded =
+        Predictions::load(&zoo.resolve(&zoo.task("fashion").unwrap().predictions)).unwrap();
+    let mut buffer = Buffer::default();
+    for (i, &label) in labels.iter().enumerate() {
+        buffer.push(Labelled {
+            label: label as u16,
+            answers: entries
+                .iter()
+                .map(|m| {
+                    SERVED.contains(&m.name.as_str()).then(|| {
+                        recorded.classes[recorded.model_index(&m.name).unwrap()][FIRST_SCORED + i]
+                    })
+                })
+                .collect(),
+        });
+    }
+    let constraint = Constraint {
+        latency_ms,
+        accuracy,
+        objective: Objective::Accuracy,
+    };
+    let mut expected: Vec<String> = measured::select(&candidates, &constraint, &buffer, None)
+        .into_iter()
+        .map(|m| entries[m].name.clone())
+        .collect();
+    let mut live = cluster.members(&key).await;
+    expected.sort();
+    live.sort();
+    o1.sort();
+    println!("measured selection chose {live:?} (O1 chose {o1:?})");
+    assert_eq!(live, expected);
+    // mlp_med alone meets 0.85 by its profile, but not on these items by a margin the
+    // buffer's size can tell; the vote of three does.
+    assert_eq!(o1, ["mlp_med"]);
+    assert_eq!(live.len(), 3, "{live:?}");
+}
