@@ -454,7 +454,8 @@ fn page(p: &PageInputs<'_>) -> String {
          fashion zoo's frontier; the Strict mix sends the accurate end most (weights 1..5), the Relaxed mix the \
          other end. Latency targets are end to end: the model's profiled inference time plus one {HOP_MS} ms \
          hop, so the model fits only while its calls do not queue. A request violates its SLO when its answer \
-         comes after its target or a member missed it; members are left out of the vote at the target. \
+         comes after its target or a member missed it; members are left out of the vote at the target \
+         (when none is predicted to fit, the request waits for their late answers, up to 1 s). \
          Cocktail's selection sees each model's predicted response time, its profiled latency plus the \
          90th percentile of the overhead its pool's recent calls measured (`policy::response`). `Cocktail-M` \
          is Cocktail with measured selection (`--selection measured`): greedy forward selection on each \

@@ -17,6 +17,24 @@ const WINDOW: usize = 64;
 /// answer in time, and the prediction should say so.
 const QUANTILE: f64 = 0.9;
 
+/// How long a request waits for members that are all predicted to be late (nothing the
+/// constraint may use fits its target under the load of the moment, as
+/// [`crate::selection::initial_or_feasible`] falls back to): their late answer, an SLO
+/// violation, beats no answer at all.
+pub const LATE_LIMIT_MS: f64 = 1000.0;
+
+/// How long after its arrival a request stops waiting for its members: its `latency_ms`
+/// plus the grace (members that answer later are left out of the vote), or, when none of
+/// its members is predicted to answer in time (`none_fits`), up to [`LATE_LIMIT_MS`].
+pub fn wait_ms(latency_ms: f64, grace_ms: f64, none_fits: bool) -> f64 {
+    let due = latency_ms + grace_ms;
+    if none_fits {
+        due.max(LATE_LIMIT_MS)
+    } else {
+        due
+    }
+}
+
 /// A pool's member-call overhead: call time minus predicted inference, over its last
 /// [`WINDOW`] answered calls.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -111,6 +129,18 @@ pub fn predicted(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_waits_past_its_target_only_when_no_member_fits() {
+        assert_eq!(wait_ms(2.0, 0.0, false), 2.0);
+        assert_eq!(wait_ms(2.0, 5.0, false), 7.0, "the grace counts");
+        assert_eq!(wait_ms(2.0, 0.0, true), LATE_LIMIT_MS);
+        assert_eq!(
+            wait_ms(2.0, 5000.0, true),
+            5002.0,
+            "never less than the grace"
+        );
+    }
 
     #[test]
     fn the_estimate_is_a_high_quantile_of_the_recent_calls() {

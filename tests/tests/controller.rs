@@ -79,8 +79,9 @@ fn image() -> Value {
     )
 }
 
-/// Sends `rate` requests per second for `seconds` (open loop); returns the statuses.
-async fn load(cluster: &Cluster, rate: f64, seconds: f64) -> Vec<(u16, bool)> {
+/// Sends `rate` requests per second for `seconds` (open loop); returns the statuses and
+/// the answers' `parameters`.
+async fn load(cluster: &Cluster, rate: f64, seconds: f64) -> Vec<(u16, Value)> {
     let body = image();
     let url = cluster.url("/v2/models/fashion/infer");
     let start = Instant::now();
@@ -94,7 +95,7 @@ async fn load(cluster: &Cluster, rate: f64, seconds: f64) -> Vec<(u16, bool)> {
             let response = client.post(&url).json(&body).send().await.unwrap();
             let status = response.status().as_u16();
             let answer: Value = response.json().await.unwrap_or_default();
-            (status, answer["parameters"]["degraded"] == true)
+            (status, answer["parameters"].clone())
         }));
     }
     let mut results = Vec::with_capacity(total);
@@ -239,7 +240,10 @@ async fn revoked_spot_instances_are_replaced_with_no_failed_request() {
     // Load across the revocations and the replacements.
     let results = load(&cluster, 20.0, 8.0).await;
     let failed = results.iter().filter(|(s, _)| *s != 200).count();
-    let degraded = results.iter().filter(|(_, d)| *d).count();
+    let degraded = results
+        .iter()
+        .filter(|(_, p)| p["degraded"] == true)
+        .count();
     println!(
         "{} requests, {failed} failed, {degraded} degraded",
         results.len()
@@ -419,7 +423,8 @@ fn the_learned_predictor_runs_through_onnx_runtime() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missed_deadlines_over_the_last_requests_scale_up_reactively() {
-    // No grace: a 43 µs target cannot be met over HTTP, so every member call misses.
+    // No grace: a 43 µs target cannot be met over HTTP, so every member answers late:
+    // the answer still comes (nothing fits, so the request waits for it), but late.
     let cluster = Cluster::start(
         &[
             "--provider",
@@ -450,8 +455,10 @@ async fn missed_deadlines_over_the_last_requests_scale_up_reactively() {
     .await;
     let results = load(&cluster, 20.0, 2.0).await;
     assert!(
-        results.iter().all(|(s, _)| *s == 502),
-        "every answer misses its deadline: {results:?}"
+        results
+            .iter()
+            .all(|(s, p)| *s == 200 && p["latency_met"] == false),
+        "every answer comes, late: {results:?}"
     );
     eventually("a reactive launch", Duration::from_secs(10), || async {
         decisions(&cluster).await.iter().any(|d| {

@@ -18,16 +18,18 @@ pub(super) struct Ballots {
 }
 
 impl Ballots {
-    /// Asks every one of `members` of `ensemble` for test item `item` at `t` with its
-    /// `deadline`: `(item, t, deadline)`. Returns when the last answer came and whether
-    /// some member missed its deadline or could not be served.
+    /// Asks every one of `members` of `ensemble` for test item `item` at `t`, due at `due`
+    /// and waited for until `deadline` (later than `due` only when no member is predicted
+    /// to answer in time): `(item, t, due, deadline)`. Returns when the last answer came
+    /// and whether some member answered after `due`, missed the deadline or could not be
+    /// served.
     pub fn ask(
         &mut self,
         cluster: &mut Cluster,
         world: &World,
         ensemble: &Ensemble,
         members: &[usize],
-        (item, t, deadline): (usize, f64, f64),
+        (item, t, due, deadline): (usize, f64, f64, f64),
     ) -> (f64, bool) {
         self.member_classes.clear();
         self.cast.clear();
@@ -45,6 +47,7 @@ impl Ballots {
             match cluster.serve(m, t, deadline) {
                 Served::At(at) => {
                     finish = finish.max(at);
+                    missed |= at > due + 1e-12;
                     self.member_classes.push(answer(m));
                     if let Some(class) = answer(m) {
                         self.cast.push((m, [class]));
@@ -69,6 +72,7 @@ impl Ballots {
                     match stand_in(cluster, spares, t, deadline) {
                         Some((model, Served::At(at))) => {
                             finish = finish.max(at);
+                            missed |= at > due + 1e-12;
                             if let Some(class) = answer(model) {
                                 self.cast.push((model, [class]));
                             }

@@ -10,7 +10,8 @@
 //! revocations (price above the bid, plus a chaos rate) and instance failures.
 //!
 //! Latency is end to end, as live: a request's answer is due `latency_ms` after it
-//! arrives; members whose answers would come later are left out of the vote, and the
+//! arrives; members whose answers would come later are left out of the vote (unless none
+//! of them is predicted to fit: then the request waits for their late answers), and the
 //! request is an SLO violation when its answer comes after `latency_ms` or a member
 //! missed. Cocktail's selection sees each model's predicted response time, its profiled
 //! latency plus the overhead its pool measured ([`Cluster::predicted`]).
@@ -28,6 +29,7 @@ use std::collections::BinaryHeap;
 
 use cocktail_policy::control::Control;
 use cocktail_policy::ensemble::targets_of;
+use cocktail_policy::response;
 use cocktail_policy::selection::Rule;
 use cocktail_policy::voting::{self, ClassWeights, Voter};
 use rand::SeedableRng;
@@ -244,12 +246,16 @@ pub fn run(
         members.clear();
         members.extend_from_slice(&ensemble.members);
         let generation = ensemble.generation;
+        // As live: when none of the members is predicted to answer in time, the request
+        // waits for their late answers ([`response::wait_ms`]).
+        let none_fits = members.iter().all(|m| !ensemble.pool.contains(m));
+        let wait_s = response::wait_ms(deadline * 1e3, config.grace_ms, none_fits) / 1e3;
         let (finish, missed) = ballots.ask(
             &mut fleet.cluster,
             world,
             ensemble,
             &members,
-            (item, t, t + deadline + grace_s),
+            (item, t, t + deadline + grace_s, t + wait_s),
         );
         let voters: Vec<Voter<'_>> = ballots
             .cast

@@ -59,6 +59,8 @@ pub struct Slot {
     pub answer: Result<(usize, MemberAnswer), MemberError>,
     /// Every model that was asked and gave no answer, with why.
     pub failures: Vec<(usize, MemberError)>,
+    /// When the slot was done (answered or given up).
+    pub finished: Instant,
 }
 
 /// What every slot of a request shares.
@@ -141,6 +143,7 @@ pub async fn serve_slot(call: Call<'_>, member: usize, spares: &Spares) -> Slot 
             return Slot {
                 answer: Err(last),
                 failures,
+                finished: Instant::now(),
             };
         };
         match answer {
@@ -148,6 +151,7 @@ pub async fn serve_slot(call: Call<'_>, member: usize, spares: &Spares) -> Slot 
                 return Slot {
                     answer: Ok((model, answer)),
                     failures,
+                    finished: Instant::now(),
                 };
             }
             // The input is at fault: another model would refuse it too.
@@ -155,6 +159,7 @@ pub async fn serve_slot(call: Call<'_>, member: usize, spares: &Spares) -> Slot 
                 return Slot {
                     answer: Err(rejected),
                     failures,
+                    finished: Instant::now(),
                 };
             }
             Err(error) => {

@@ -38,6 +38,10 @@ struct Resolved {
     cache_hit: bool,
     members: Vec<usize>,
     generation: u64,
+    /// When the answer is due: `latency_ms` (plus the grace) after arrival.
+    due: Instant,
+    /// When the request stops waiting for its members: `due`, or later when none of them
+    /// is predicted to answer in time ([`response::wait_ms`]).
     deadline: Instant,
 }
 
@@ -336,8 +340,11 @@ impl Master {
         let slots = self.dispatch(&resolved, &request).await;
         let wait = waiting.elapsed();
         let task = &resolved.task;
+        // A member missed when it gave no answer in time, or answered only after the
+        // answer was due (a request that waited for late members).
         self.usage.record(slots.iter().flat_map(|slot| {
-            let answered = slot.answer.as_ref().ok().map(|(m, _)| (*m, false));
+            let late = slot.finished > resolved.due;
+            let answered = slot.answer.as_ref().ok().map(|(m, _)| (*m, late));
             slot.failures
                 .iter()
                 .map(|(m, e)| (*m, matches!(e, MemberError::Deadline)))
@@ -431,7 +438,12 @@ impl Master {
         let task = Arc::clone(self.task(task_name)?);
         let key = ConstraintKey::new(task_name, &request.constraint);
         let (state, cache_hit) = self.ensemble(&task, &key, request.constraint).await;
-        let (members, generation) = state.lock().begin();
+        let (members, generation, none_fits) = {
+            let mut s = state.lock();
+            let (members, generation) = s.begin();
+            let none_fits = members.iter().all(|m| !s.pool.contains(m));
+            (members, generation, none_fits)
+        };
         if members.is_empty() {
             return Err(no_candidate(
                 &task,
@@ -440,10 +452,13 @@ impl Master {
             ));
         }
         // The answer is due `latency_ms` after the request arrived: members answer by
-        // then (plus the grace, 0 unless configured) or are left out of the vote.
+        // then (plus the grace, 0 unless configured) or are left out of the vote; when
+        // none is predicted to answer in time, the request waits for their late answer.
+        let latency_ms = request.constraint.latency_ms;
+        let grace_ms = self.config.deadline_grace.as_secs_f64() * 1e3;
+        let due = started + Duration::from_secs_f64((latency_ms + grace_ms) / 1e3);
         let deadline = started
-            + Duration::from_secs_f64(request.constraint.latency_ms / 1e3)
-            + self.config.deadline_grace;
+            + Duration::from_secs_f64(response::wait_ms(latency_ms, grace_ms, none_fits) / 1e3);
         Ok(Resolved {
             task,
             key,
@@ -451,6 +466,7 @@ impl Master {
             cache_hit,
             members,
             generation,
+            due,
             deadline,
         })
     }
