@@ -1,9 +1,8 @@
 //! Combining ensemble members' answers (Cocktail §4.1.1, Algorithm 1 WEIGHTED_VOTING).
 //!
-//! - `Weighted` (Cocktail): each member adds its runtime reliability *on the class it
-//!   predicted* (how often it is right when it says that class, [`ClassWeights`]) to that
-//!   class's score, so a class backed by models that are reliable on it can beat a class
-//!   with more, less reliable votes.
+//! - `Weighted` (Cocktail): each member adds its runtime accuracy *on the class it
+//!   predicted* to that class's score, so a class backed by models that are reliable on
+//!   it can beat a class with more, less reliable votes.
 //! - `Majority`: one vote per member.
 //! - `Average` (Clipper): the mean of the members' probability vectors.
 //!
@@ -42,38 +41,24 @@ pub struct Outcome {
     pub winning_votes: usize,
 }
 
-/// How many observations of one (model, class) cell the weights remember: each new one
-/// discounts the old by `1 - 1/MEMORY`, so inputs that drift are followed (Cocktail
-/// §4.1.1's reason for runtime weights) and the manifest's seed fades.
-pub const MEMORY: f64 = 2000.0;
-
-/// Runtime per-class reliability of each model: `W[model][class]`, how often the model
-/// is right when it says `class` (its precision on that class). A vote for `class` is
-/// worth what such a vote has been worth, which is what the vote needs; the share of
-/// `class`'s items the model gets right (recall, the paper's table) rewards a model that
-/// says `class` too often. Seeded from the manifest's per-class accuracy as `prior`
-/// pseudo-observations (about the precision of a model on balanced classes), then
-/// updated from real or pseudo labels, forgetting old evidence ([`MEMORY`]).
-///
-/// On the recorded fashion predictions (half to learn, half to score), precision
-/// weights lose 0.55 points to the best member of a two-model vote where recall weights
-/// lose 0.87; with three to five members both are within 0.1 points. Log-odds of the
-/// precision was within 0.03 points of precision everywhere, so the weights stay shares.
+/// Runtime per-class correctness of each model: `W[model][class]`, the share of items of
+/// `class` the model got right. Seeded from the manifest's per-class accuracy as `prior`
+/// pseudo-observations, then updated from real or pseudo labels.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClassWeights {
-    right: Vec<Vec<f64>>,
-    said: Vec<Vec<f64>>,
+    correct: Vec<Vec<f64>>,
+    seen: Vec<Vec<f64>>,
 }
 
 impl ClassWeights {
     /// `class_accuracy[model][class]` from the manifest, weighted as `prior` observations.
     pub fn seeded(class_accuracy: &[Vec<f64>], prior: f64) -> Self {
         Self {
-            right: class_accuracy
+            correct: class_accuracy
                 .iter()
                 .map(|row| row.iter().map(|a| a * prior).collect())
                 .collect(),
-            said: class_accuracy
+            seen: class_accuracy
                 .iter()
                 .map(|row| vec![prior; row.len()])
                 .collect(),
@@ -82,25 +67,31 @@ impl ClassWeights {
 
     /// `W[model][class]`; 0 for unknown models or classes.
     pub fn weight(&self, model: usize, class: usize) -> f64 {
-        let cell = |t: &[Vec<f64>]| t.get(model).and_then(|r| r.get(class)).copied();
-        match (cell(&self.right), cell(&self.said)) {
-            (Some(right), Some(said)) if said > 0.0 => right / said,
-            _ => 0.0,
-        }
+        let correct = self
+            .correct
+            .get(model)
+            .and_then(|r| r.get(class))
+            .copied()
+            .unwrap_or(0.0);
+        let seen = self
+            .seen
+            .get(model)
+            .and_then(|r| r.get(class))
+            .copied()
+            .unwrap_or(0.0);
+        if seen > 0.0 { correct / seen } else { 0.0 }
     }
 
     /// Records that `model` answered `predicted` on an item whose label is `label`.
     pub fn record(&mut self, model: usize, label: usize, predicted: usize) {
-        if label >= self.said.get(model).map_or(0, Vec::len) {
-            return;
-        }
-        if let (Some(said), Some(right)) = (
-            self.said.get_mut(model).and_then(|r| r.get_mut(predicted)),
-            self.right.get_mut(model).and_then(|r| r.get_mut(predicted)),
+        if let (Some(seen), Some(correct)) = (
+            self.seen.get_mut(model).and_then(|r| r.get_mut(label)),
+            self.correct.get_mut(model).and_then(|r| r.get_mut(label)),
         ) {
-            let keep = 1.0 - 1.0 / MEMORY;
-            *said = *said * keep + 1.0;
-            *right = *right * keep + if predicted == label { 1.0 } else { 0.0 };
+            *seen += 1.0;
+            if predicted == label {
+                *correct += 1.0;
+            }
         }
     }
 }
@@ -323,49 +314,22 @@ mod tests {
     }
 
     #[test]
-    fn weights_learn_how_often_a_model_is_right_when_it_says_a_class() {
+    fn weights_learn_from_labels() {
         let mut weights = ClassWeights::seeded(&[vec![0.5, 0.5]], 2.0);
         assert_eq!(weights.weight(0, 1), 0.5);
-        let keep = 1.0 - 1.0 / MEMORY;
         for _ in 0..8 {
             weights.record(0, 1, 1);
         }
-        // (1 k^8 + k^7 + ... + 1) / (2 k^8 + k^7 + ... + 1): about (1 + 8) / (2 + 8).
-        let ones: f64 = (0..8).map(|i| keep.powi(i)).sum();
-        let expected = (keep.powi(8) + ones) / (2.0 * keep.powi(8) + ones);
-        assert!((weights.weight(0, 1) - expected).abs() < 1e-12);
-        assert!((weights.weight(0, 1) - 0.9).abs() < 1e-3);
-        // Saying 1 on an item of class 0 lowers the weight of its votes for 1, not for 0.
-        let before = weights.weight(0, 1);
-        weights.record(0, 0, 1);
-        assert!(weights.weight(0, 1) < before);
-        assert_eq!(weights.weight(0, 0), 0.5);
-        // Unknown models, classes and labels are ignored, not a panic.
-        weights.record(5, 0, 0);
-        weights.record(0, 7, 0);
-        weights.record(0, 0, 7);
-        assert_eq!(weights.weight(5, 0), 0.0);
-        assert_eq!(weights.weight(0, 0), 0.5);
-        assert!(vote(Scheme::Weighted, &[], &weights, &[], 2).is_none());
-    }
-
-    #[test]
-    fn old_evidence_fades() {
-        // Right on class 1 for a long time, then wrong every time: the weight follows the
-        // new behaviour instead of averaging over all of history.
-        let mut weights = ClassWeights::seeded(&[vec![0.5, 0.5]], 10.0);
-        for _ in 0..10_000 {
-            weights.record(0, 1, 1);
-        }
-        assert!(weights.weight(0, 1) > 0.99);
-        for _ in 0..(3.0 * MEMORY) as usize {
-            weights.record(0, 0, 1);
-        }
         assert!(
-            weights.weight(0, 1) < 0.1,
-            "a cumulative count would still say {:.2}",
-            10_000.0 / (10_000.0 + 3.0 * MEMORY)
+            (weights.weight(0, 1) - 0.9).abs() < 1e-12,
+            "(1 + 8) / (2 + 8)"
         );
+        weights.record(0, 0, 1);
+        assert!((weights.weight(0, 0) - 1.0 / 3.0).abs() < 1e-12);
+        // Unknown models and classes are ignored, not a panic.
+        weights.record(5, 0, 0);
+        assert_eq!(weights.weight(5, 0), 0.0);
+        assert!(vote(Scheme::Weighted, &[], &weights, &[], 2).is_none());
     }
 
     #[test]
