@@ -20,6 +20,7 @@ use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use cocktail_common::auth::Secret;
 
@@ -140,7 +141,13 @@ pub struct Emulated<R: Runtime> {
     next: AtomicU64,
     events: Mutex<Option<mpsc::Receiver<Interruption>>>,
     notify: mpsc::Sender<Interruption>,
+    /// The boots under way, which [`Provider::close`] waits for: a worker whose start was
+    /// in flight when the master began to stop would otherwise outlive it.
+    boots: TaskTracker,
 }
+
+/// How long closing waits for boots under way.
+const BOOTS_WAIT: Duration = Duration::from_secs(10);
 
 /// The local provider: each instance a worker process on this host.
 pub type LocalProvider = Emulated<crate::resources::provider::local::Processes>;
@@ -169,6 +176,7 @@ impl<R: Runtime> Emulated<R> {
             events: Mutex::new(Some(events)),
             notify,
             config,
+            boots: TaskTracker::new(),
         });
         let watcher = Arc::downgrade(&provider);
         tokio::spawn(async move {
@@ -285,6 +293,13 @@ impl<R: Runtime> Emulated<R> {
         delay: Duration,
     ) {
         tokio::time::sleep(delay).await;
+        let provisioning = entries
+            .lock()
+            .get(&spec.id)
+            .is_some_and(|e| e.record.status == InstanceStatus::Provisioning);
+        if !provisioning {
+            return; // Stopped or terminated while it waited: nothing to start.
+        }
         let started = runtime.start(&config, &spec).await;
         let stray = {
             let mut entries_now = entries.lock();
@@ -324,7 +339,7 @@ impl<R: Runtime> Emulated<R> {
     }
 
     fn spawn_boot(&self, spec: WorkerSpec, delay: Duration) {
-        tokio::spawn(Self::boot(
+        self.boots.spawn(Self::boot(
             Arc::clone(&self.runtime),
             Arc::clone(&self.entries),
             self.config.clone(),
@@ -440,7 +455,19 @@ impl<R: Runtime> Provider for Emulated<R> {
         self.events.lock().take()
     }
 
+    /// Waits for the boots under way (each stops the worker it started for an instance
+    /// terminated meanwhile), then sweeps what is left.
     fn close(&self) -> BoxFuture<'_, ()> {
-        self.runtime.sweep()
+        async move {
+            self.boots.close();
+            if tokio::time::timeout(BOOTS_WAIT, self.boots.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!("boots still under way at close");
+            }
+            self.runtime.sweep().await;
+        }
+        .boxed()
     }
 }
