@@ -1,7 +1,9 @@
 //! The simulator against the live system: the same short trace, seed and constraint mix
 //! through a real master with real workers (driven by the load generator) and through
-//! `cocktail sim` agree on accuracy met within 2 points and on models per request within
-//! 10 % (issues 6 and 14).
+//! `cocktail sim` agree on accuracy met within 3 points (issue 14, point 7) and on models
+//! per request within 10 % (issue 6). Accuracy met is a threshold on a sliding window
+//! whose accuracy sits near the target, so a few answers completing in another order
+//! move it by a point or two while accuracy itself agrees to a few items.
 //!
 //! Latency targets are end to end (issue 14). The simulator is given the hop the live
 //! master measured and the live master's deadline grace. In a debug build on a shared
@@ -117,7 +119,7 @@ async fn the_simulator_agrees_with_the_live_system_on_the_same_trace() {
     );
     assert_eq!(live.sent, simulated.requests, "the same arrivals");
     assert!(
-        (live.accuracy_met - simulated.accuracy_met).abs() <= 0.02,
+        (live.accuracy_met - simulated.accuracy_met).abs() <= 0.03,
         "accuracy met: live {} vs sim {}",
         live.accuracy_met,
         simulated.accuracy_met
