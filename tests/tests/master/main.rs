@@ -302,8 +302,12 @@ async fn on_2000_labelled_images_the_ensemble_beats_the_best_single_candidate() 
     let mut correct = 0;
     let mut sizes = Vec::new();
     let mut substituted = 0;
+    // Every candidate fits 500 ms whatever the machine's load: at 50 ms a busy debug
+    // build once pushed dwsep's measured overhead past the target, O1 chose again without
+    // it, and the vote of the four weaker models (84 %) lost to mlp_med. That is right
+    // under such a target, but this test is about selection among the same candidates.
     for (chunk, truth) in images.chunks(BATCH).zip(labels.chunks(BATCH)) {
-        let parameters = json!({ "latency_ms": 50, "accuracy": target, "label": truth });
+        let parameters = json!({ "latency_ms": 500, "accuracy": target, "label": truth });
         let (status, body) = cluster
             .post(
                 "/v2/models/fashion/infer",
