@@ -72,14 +72,14 @@ pub fn run(
     let latency_ms: Vec<f64> = models.iter().map(|m| m.latency_ms).collect();
     let cluster = Cluster::new(
         world.catalog.clone(),
-        allowed,
+        allowed.clone(),
         (&latency_ms, config.hop_ms, config.per_type_latency),
         world.packing.clone(),
         world.type_latency.clone(),
         config.seed,
     );
     let mut weights = ClassWeights::seeded(&world.class_accuracy, config.weight_prior);
-    let mut ensembles = schemes::initial_ensembles(world, config);
+    let mut ensembles = schemes::initial_ensembles(world, config, &allowed);
     let mut dropped: Vec<Vec<usize>> = vec![Vec::new(); world.types.len()];
     let mix = config.mix.cumulative(world.types.len());
     let shares: Vec<f64> = mix

@@ -9,10 +9,31 @@ use super::cluster::Cluster;
 use super::config::{Scheme, SimConfig};
 
 /// Each constraint type's first ensemble under the scheme: Cocktail's O1, InFaaS's one
-/// model, or every candidate (Clipper, Clipper-X), on the profiled latencies plus the hop
-/// (the live master probes each worker's hop when it registers, before any request).
-pub(super) fn initial_ensembles(world: &World, config: &SimConfig) -> Vec<Ensemble> {
-    let models = &response::predicted(&world.candidates, &[], &[], Some(config.hop_ms));
+/// model, or every candidate (Clipper, Clipper-X), on the predicted response times as the
+/// live master sees them at its first request: each pool's first worker has registered,
+/// so inference is the model's latency on the instance type it runs on (with
+/// `per_type_latency`, the fastest of the `allowed` catalog types; else the profile's),
+/// plus the hop its readiness probe measured.
+pub(super) fn initial_ensembles(
+    world: &World,
+    config: &SimConfig,
+    allowed: &[usize],
+) -> Vec<Ensemble> {
+    let inference: Vec<Option<f64>> = if config.per_type_latency {
+        world
+            .type_latency
+            .iter()
+            .map(|per_type| {
+                allowed
+                    .iter()
+                    .filter_map(|&k| per_type.get(k).copied())
+                    .min_by(f64::total_cmp)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let models = &response::predicted(&world.candidates, &inference, &[], Some(config.hop_ms));
     world
         .types
         .iter()
@@ -136,5 +157,47 @@ pub(super) fn o2(
             config.selection.accuracy_margin,
         ),
         Scheme::Infaas | Scheme::Clipper => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Mix;
+    use cocktail_common::Zoo;
+
+    #[test]
+    fn first_ensembles_see_the_instance_type_the_pools_run_on() {
+        // At 1,000x a type's target is its model's profiled time plus 0.5 ms, so with a
+        // 1 ms hop no type's own model fits on its profile and O1 starts from ensembles of
+        // faster models. On c5a.xlarge the same models take a third to a half of their
+        // profile, and a single model serves every type, as the live master sees it once
+        // each pool's first worker has registered.
+        let zoo = Zoo::load(Zoo::locate(None).unwrap()).unwrap();
+        let world = World::load(&zoo, "fashion")
+            .unwrap()
+            .with_latency_scale(1000.0);
+        let c5a = world
+            .catalog
+            .types
+            .iter()
+            .position(|t| t.name == "c5a.xlarge")
+            .unwrap();
+        let mut config = SimConfig::new(Scheme::Cocktail, Mix::Strict, vec![16.0; 10], 1);
+        config.hop_ms = 1.0;
+        let on_profile = initial_ensembles(&world, &config, &[c5a]);
+        config.per_type_latency = true;
+        let on_type = initial_ensembles(&world, &config, &[c5a]);
+        for ((t, profiled), typed) in world.types.iter().zip(&on_profile).zip(&on_type) {
+            assert_eq!(typed.members.len(), 1, "{}: {:?}", t.name, typed.members);
+            if t.name != "const1" {
+                assert!(
+                    profiled.members.len() > 1,
+                    "{}: {:?}",
+                    t.name,
+                    profiled.members
+                );
+            }
+        }
     }
 }
