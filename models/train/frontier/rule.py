@@ -5,24 +5,9 @@ test predictions from out/NAME.npz).   usage: rule.py [--val] NAME ...
 import gzip, itertools, json, sys
 from common import *
 
-def majority(members, preds, acc, y):
-    """Most votes wins; a tie goes to the class of the most accurate voter among the tied."""
-    votes = np.zeros((len(y), 10))
-    best = np.zeros((len(y), 10))
-    rows = np.arange(len(y))
-    for m in members:
-        votes[rows, preds[m]] += 1
-        best[rows, preds[m]] = np.maximum(best[rows, preds[m]], acc[m])
-    return float(((votes + 1e-3 * best).argmax(1) == y).mean())
+# The vote and the frontier's types are ../ensemble_gain.py's, which mirrors the Rust code.
+from ensemble_gain import majority, constraint_types as frontier_types  # noqa: E402
 
-def frontier_types(names, lat, acc):
-    order = sorted(names, key=lambda n: (lat[n], -acc[n]))
-    front = []
-    for n in order:
-        if not front or acc[n] > acc[front[-1]]:
-            front.append(n)
-    k = len(front)
-    return front, (front if k <= 5 else [front[(i * (k - 1) + 2) // 4] for i in range(5)])
 
 def gains(names, lat, acc, preds, y, order):
     front, types = frontier_types(names, lat, acc)
