@@ -411,7 +411,11 @@ def ort_logits(path, x, bs=500):
 
 
 def latency_us(path, x1, warmup=50, runs=300):
-    sess = ort_session(path, threads=1)
+    return session_latency_us(ort_session(path, threads=1), x1, warmup, runs)
+
+
+def session_latency_us(sess, x1, warmup=50, runs=300):
+    """Median single-batch latency of an open session, in µs."""
     feed = {"image": x1}
     for _ in range(warmup):
         sess.run(["logits"], feed)

@@ -55,16 +55,7 @@ def load_data():
     return xtr, ytr, xte, yte
 
 
-def lat_us(sess, x1, warmup=50, runs=300):
-    feed = {"image": x1}
-    for _ in range(warmup):
-        sess.run(["logits"], feed)
-    ts = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        sess.run(["logits"], feed)
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts) * 1e6)
+lat_us = fashion.session_latency_us
 
 
 def zoo_latency():
