@@ -43,12 +43,17 @@ pub struct LoadgenConfig {
     pub api_key: Option<Secret>,
 }
 
+/// How long the load generator keeps an idle connection for reuse.
+const POOL_IDLE: Duration = Duration::from_secs(4);
+
 /// What one answer said.
 #[derive(Debug)]
 struct Outcome {
     kind: usize,
     latency: Duration,
     status: u16,
+    /// Why no HTTP answer came (status 0): the client's error chain.
+    transport_error: Option<String>,
     correct: bool,
     models: usize,
     degraded: bool,
@@ -63,6 +68,8 @@ pub struct LoadReport {
     pub answered: u64,
     /// Non-2xx answers and transport errors, by status (0: no HTTP answer).
     pub errors: std::collections::BTreeMap<u16, u64>,
+    /// Why the first request without an HTTP answer got none.
+    pub first_transport_error: Option<String>,
     /// Arrivals not sent because `max_in_flight` requests were outstanding.
     pub dropped: u64,
     pub duration_s: f64,
@@ -122,6 +129,10 @@ pub async fn run(
     let client = reqwest::Client::builder()
         .timeout(config.timeout)
         .pool_max_idle_per_host(config.max_in_flight)
+        // Shorter than the servers' keep-alive (actix-web's 5 s): a connection the server
+        // closes for idleness just as a request is written on it would fail the request
+        // with no HTTP answer, a client artefact rather than the server's failure.
+        .pool_idle_timeout(POOL_IDLE)
         .build()?;
     let infer_url = format!("{}/v2/models/{}/infer", config.url, config.task);
     let cost_before = cost(&client, &config.url, config.admin_token.as_ref()).await;
@@ -184,15 +195,16 @@ pub async fn run(
                 request = request.bearer_auth(key.expose());
             }
             let answer = request.send().await;
-            let (status, value) = match answer {
+            let (status, value, transport_error) = match answer {
                 Ok(response) => {
                     let status = response.status().as_u16();
                     (
                         status,
                         response.json::<Value>().await.unwrap_or(Value::Null),
+                        None,
                     )
                 }
-                Err(_) => (0, Value::Null),
+                Err(e) => (0, Value::Null, Some(cocktail_service::net::error_chain(&e))),
             };
             let parameters = &value["parameters"];
             let class = value["outputs"][0]["data"][0].as_u64();
@@ -200,6 +212,7 @@ pub async fn run(
                 kind,
                 latency: start.elapsed(),
                 status,
+                transport_error,
                 correct: class == Some(label as u64),
                 models: parameters["models"].as_array().map_or(0, Vec::len),
                 degraded: parameters["degraded"].as_bool().unwrap_or(false),
@@ -226,6 +239,7 @@ pub async fn run(
 struct Tally {
     latencies: Vec<f32>,
     errors: std::collections::BTreeMap<u16, u64>,
+    first_transport_error: Option<String>,
     answered: u64,
     violations: u64,
     correct: u64,
@@ -241,6 +255,7 @@ impl Tally {
         Self {
             latencies: Vec::new(),
             errors: Default::default(),
+            first_transport_error: None,
             answered: 0,
             violations: 0,
             correct: 0,
@@ -258,6 +273,9 @@ impl Tally {
         let ok = (200..300).contains(&o.status);
         if !ok {
             *self.errors.entry(o.status).or_default() += 1;
+        }
+        if self.first_transport_error.is_none() {
+            self.first_transport_error.clone_from(&o.transport_error);
         }
         if !ok || ms > deadline_ms {
             self.violations += 1;
@@ -301,6 +319,7 @@ impl Tally {
             sent,
             answered: self.answered,
             errors: self.errors,
+            first_transport_error: self.first_transport_error,
             dropped,
             duration_s,
             achieved_rate: sent as f64 / duration_s.max(1e-9),

@@ -271,6 +271,19 @@ pub async fn request_deadline(
     }
 }
 
+/// An error and its sources, `: `-separated: a client error's own message (reqwest's
+/// "error sending request") omits the cause that tells a refused connection from a reset.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use cocktail_common::oip::tensor::{self, WireError};
 use cocktail_common::oip::{ErrorBody, binary};
+use cocktail_service::net::error_chain;
 
 use crate::serving::registry::{Instance, NoSlot, Registry};
 use crate::serving::request::MemberBody;
@@ -144,17 +145,6 @@ pub async fn call_member(
             }
         }
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut message = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
-        source = s.source();
-    }
-    message
 }
 
 async fn read(
