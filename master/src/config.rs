@@ -79,7 +79,7 @@ impl Default for MasterConfig {
             redis_timeout: Duration::from_millis(20),
             interval: Interval::Every(Duration::from_secs(30)),
             selection: SelectionConfig::default(),
-            scheme: Scheme::Weighted,
+            scheme: Scheme::Majority,
             deadline_grace: Duration::ZERO,
             heartbeat: Duration::from_secs(1),
             weight_prior: 100.0,

@@ -63,8 +63,9 @@ struct Args {
     /// How far above the target window accuracy must be before O2 prunes.
     #[arg(long, env = "COCKTAIL_ACCURACY_MARGIN", default_value_t = 0.002)]
     accuracy_margin: f64,
-    /// Voting scheme.
-    #[arg(long, env = "COCKTAIL_SCHEME", value_enum, default_value_t = Scheme::Weighted)]
+    /// Voting scheme: `majority` is the vote selection estimates; `weighted` is Cocktail's
+    /// per-class weighted vote, which loses to it on the zoo (see `cocktail_policy::voting`).
+    #[arg(long, env = "COCKTAIL_SCHEME", value_enum, default_value_t = Scheme::Majority)]
     scheme: Scheme,
     /// Milliseconds members may answer after the latency target (default 0: the answer
     /// is due at `latency_ms`, with the members that answered by then). An answer after
@@ -556,7 +557,7 @@ mod tests {
         assert_eq!(args.resources.predictor, PredictorKind::HoltWinters);
         assert_eq!(args.resources.pool_mix, Some(Optimiser::Kairos));
         let defaults = parse(&[]).unwrap();
-        assert_eq!(defaults.scheme, Scheme::Weighted);
+        assert_eq!(defaults.scheme, Scheme::Majority);
         assert_eq!(defaults.resources.policy, Policy::Cocktail);
         assert_eq!(defaults.resources.predictor, PredictorKind::Auto);
         assert_eq!(defaults.resources.pool_mix, None);

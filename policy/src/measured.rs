@@ -11,8 +11,9 @@
 //! holds [`MIN_ITEMS`] items, O1 chooses.
 //!
 //! The vote counted is the plain majority with ties to the most accurate voter
-//! ([`majority_vote`]), the rule the recorded estimate uses; the live vote's per-class
-//! weights only break what that rule would call ties differently.
+//! ([`majority_vote`]): the rule the recorded estimate uses and the master's default vote
+//! (`Scheme::Majority`). A request that asks for the weighted vote gets the same members
+//! voted differently.
 
 use std::collections::VecDeque;
 

@@ -4,7 +4,6 @@ use cocktail_policy::autoscale::AutoscaleConfig;
 use cocktail_policy::control::ControlConfig;
 use cocktail_policy::predict::Statistical;
 use cocktail_policy::selection::{Rule, SelectionConfig};
-use cocktail_policy::voting;
 use serde::Serialize;
 
 use crate::workload::{self, Mix};
@@ -21,7 +20,7 @@ pub enum Scheme {
     /// Every candidate, then drops one model at a time while accuracy holds; on spot.
     #[value(name = "Clipper-X")]
     ClipperX,
-    /// The full design: O1/O2, weighted voting, spot, predictive weighted autoscaling.
+    /// The full design: O1/O2, spot, predictive weighted autoscaling.
     #[value(name = "Cocktail")]
     Cocktail,
 }
@@ -43,13 +42,6 @@ impl Scheme {
     /// discount.
     pub fn spot(self) -> bool {
         self != Self::Infaas
-    }
-
-    pub fn voting(self) -> voting::Scheme {
-        match self {
-            Self::Cocktail => voting::Scheme::Weighted,
-            _ => voting::Scheme::Majority,
-        }
     }
 
     pub fn autoscaler(self) -> Autoscaler {

@@ -76,8 +76,8 @@ pub struct SimResult {
     pub failed: u64,
     /// Requests answered without some member (it missed its deadline or had no instance).
     pub degraded: u64,
-    /// The share of requests answered after their deadline (latency target + grace) or
-    /// not at all.
+    /// The share of requests answered after their latency target (the master's deadline
+    /// grace lets members answer later, but such an answer is still late) or not at all.
     pub slo_violations: f64,
     pub latency_ms: Percentiles,
     pub accuracy: f64,

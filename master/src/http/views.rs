@@ -143,7 +143,7 @@ pub struct ClassifyRequest {
     /// The true label, to learn from: a class index or a label name.
     #[schema(value_type = Option<Value>)]
     pub label: Option<Value>,
-    /// The voting scheme for this request.
+    /// The voting scheme for this request (default `majority`, the vote selection estimates).
     pub scheme: Option<SchemeName>,
     /// The id to answer with (and to give feedback on); generated when absent.
     pub id: Option<String>,

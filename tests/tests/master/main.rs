@@ -118,7 +118,7 @@ async fn an_image_and_a_sentence_are_classified_by_ensembles_shared_through_redi
     }
     assert_eq!(p["cache_hit"], false);
     assert_eq!(p["degraded"], false);
-    assert_eq!(p["scheme"], "weighted");
+    assert_eq!(p["scheme"], "majority");
     assert_eq!(p["interval"]["seconds"], 30.0);
     assert_eq!(outputs(&body, "class")[0], labels[0], "{body}");
     assert_eq!(outputs(&body, "scores").len(), 10);
