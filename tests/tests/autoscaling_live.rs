@@ -55,12 +55,11 @@ async fn live_cost(cluster: &Cluster) -> (f64, Value) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "since latency targets are end to end (issue 14) the live run misses more deadlines \
-            than the simulated one at this scale (9.2 % vs 7.1 %), its controller adds \
-            instances for them and it costs 3.1x the simulator ($0.037 vs $0.012, accuracy \
-            met 35 % vs 77 %); both now choose single models (1.38 vs 1.00 models per \
-            request, was 1.1 vs 4.3 before the simulator's first ensembles saw the \
-            instance type); open in issue 14"]
+#[ignore = "since latency targets are end to end (issue 14) the live master serves other \
+            single models than the simulator at this scale (mlp_tiny and cnn_k5 where the \
+            simulator serves mlp_med), misses more deadlines (8.9 % vs 7.1 %) and costs \
+            2.3x ($0.028 vs $0.012, accuracy met 34 % vs 78 %); see the autoscaling \
+            section of docs/results.md"]
 async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
     let zoo = Zoo::load(zoo_manifest()).unwrap();
     let mut rates = vec![MEAN_RATE; WARM_UP_S];
@@ -143,6 +142,21 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
     // The simulator models the hop master ↔ worker; here it is the one the live master
     // measured.
     let hop_ms = cocktail_tests::cluster::measured_overhead_ms(&cluster, "fashion").await;
+    // The live master's predicted response times and what they count on top of inference.
+    let overheads: Vec<String> = cluster.get("/v2/models").await["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "fashion")
+        .flat_map(|t| t["models"].as_array().unwrap().clone())
+        .filter(|m| !m["overhead_ms"].is_null())
+        .map(|m| {
+            format!(
+                "{}: overhead {} ms, predicted {} ms",
+                m["name"], m["overhead_ms"], m["predicted_ms"]
+            )
+        })
+        .collect();
     let world = World::load(&zoo, "fashion")
         .unwrap()
         .with_latency_scale(SCALE);
@@ -188,7 +202,7 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
         .collect();
 
     eprintln!(
-        "live: {} requests, cost ${live_cost:.5}, SLO violations {:.4}, models/request {:.3}, accuracy met {:.4}\n      pools {live_pools}\nsim:  {} requests, cost ${sim_cost:.5}, SLO violations {:.4}, models/request {:.3}, accuracy met {:.4} (hop {hop_ms:.3} ms)\n      instances {sim_instances:?}",
+        "live: {} requests, cost ${live_cost:.5}, SLO violations {:.4}, models/request {:.3}, accuracy met {:.4}\n      pools {live_pools}\n      models {overheads:?}\nsim:  {} requests, cost ${sim_cost:.5}, SLO violations {:.4}, models/request {:.3}, accuracy met {:.4} (hop {hop_ms:.3} ms)\n      instances {sim_instances:?}",
         live.sent,
         live.slo_violations,
         live.models_per_request,
