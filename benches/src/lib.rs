@@ -3,6 +3,7 @@
 
 pub mod autoscaling;
 pub mod ensemble_gain;
+pub mod goals;
 pub mod hetero;
 pub mod loadgen;
 pub mod plots;

@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::sim::{self, Failure, Scheme, SimConfig, SimResult, World};
 use crate::workload::HOP_MS;
 use crate::workload::Mix;
-use crate::{autoscaling, ensemble_gain, hetero, plots, report, traces};
+use crate::{autoscaling, ensemble_gain, goals, hetero, plots, report, traces};
 
 /// The paper's setting (cocktail.txt §5.2): one hour at 50 req/s.
 const HOUR: usize = 3600;
@@ -508,12 +508,22 @@ fn page(p: &PageInputs<'_>) -> String {
          hop. Multiplying every model's latency by {SCALE} puts them in the papers' 0.5–20 ms range, where \
          pools need several instances and the autoscalers differ.\n\n{}\n{}\n\n\
          ![latency per scheme](plots/latency.png)\n\n![cost per scheme](plots/cost.png)\n\n\
+         ## Goals (issue 14)\n\nIn every comparison above, Cocktail (and Cocktail-M) against InFaaS and \
+         Clipper. Why the accuracy goals are missed is under \"Why the figures differ from the paper's\" \
+         at the end of the simulated part.\n\n{}\n\
          ## Models per constraint (Fig. 9a) and over time (Fig. 10)\n\n{}\n\
          ![models per constraint](plots/models_per_constraint.png)\n\n\
          ![models over time](plots/models_over_time.png)\n\n![accuracy over time](plots/accuracy_over_time.png)\n",
         SCALED_DURATION / 60,
         report::markdown(p.big),
         headline(p.big),
+        goals::markdown(&[
+            ("wiki, Strict", p.strict),
+            ("wiki, Relaxed", p.relaxed),
+            ("twitter, Strict", p.twitter),
+            ("sentiment, Strict", p.text),
+            ("100x, bursty", p.big),
+        ]),
         report::types_markdown(p.strict),
     );
     let _ = writeln!(
