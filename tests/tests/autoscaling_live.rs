@@ -56,11 +56,9 @@ async fn live_cost(cluster: &Cluster) -> (f64, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "since latency targets are end to end (issue 14) the live run costs 2.3-2.4x the \
-            simulated one ($0.028-0.033 vs $0.012-0.014) at 8.9-13 % vs 7 % SLO violations: \
-            live, a member call that misses only because of the hop counts as the pool's \
-            miss, and the reactive check buys linear instances that cannot help; the \
-            simulator does not count those misses; see the autoscaling section of \
-            docs/results.md"]
+            simulated one ($0.028-0.033 vs $0.012-0.014) at 8.9-13 % vs 7 % SLO violations, \
+            most of the difference in the linear pool, whose hop alone misses the const1 \
+            target; see the autoscaling section of docs/results.md"]
 async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
     let zoo = Zoo::load(zoo_manifest()).unwrap();
     let mut rates = vec![MEAN_RATE; WARM_UP_S];
