@@ -107,9 +107,10 @@ pub fn scored_items(total: usize) -> (usize, usize) {
 }
 
 /// The plain majority of `votes` (class, the voter's accuracy): most votes wins, a tie
-/// goes to the class of the most accurate voter among the tied. `tally` is scratch
-/// space, reused across calls; a handful of voters, so a linear scan beats a map.
-pub fn majority_vote<C: Copy + PartialEq>(
+/// goes to the class of the most accurate voter among the tied, then to the lowest class
+/// (as [`crate::voting::vote`] votes with `Scheme::Majority`). `tally` is scratch space,
+/// reused across calls; a handful of voters, so a linear scan beats a map.
+pub fn majority_vote<C: Copy + Ord>(
     votes: impl IntoIterator<Item = (C, f64)>,
     tally: &mut Vec<(C, usize, f64)>,
 ) -> Option<C> {
@@ -125,7 +126,7 @@ pub fn majority_vote<C: Copy + PartialEq>(
     }
     tally
         .iter()
-        .max_by(|a, b| a.1.cmp(&b.1).then(a.2.total_cmp(&b.2)))
+        .max_by(|a, b| a.1.cmp(&b.1).then(a.2.total_cmp(&b.2)).then(b.0.cmp(&a.0)))
         .map(|t| t.0)
 }
 
@@ -159,6 +160,30 @@ mod tests {
         let (a, b, c) = (0.9_f64, 0.8_f64, 0.7_f64);
         let expected = a * b * c + a * b * (1.0 - c) + a * (1.0 - b) * c + (1.0 - a) * b * c;
         assert!((majority_accuracy(&[a, b, c]) - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_estimate_counts_the_vote_the_master_casts() {
+        use crate::voting::{Ballot, ClassWeights, Scheme, vote};
+        // Every split of three voters over three classes, with equal and unequal
+        // accuracies: the estimate's winner is the majority vote's.
+        let weights = ClassWeights::seeded(&[vec![0.5; 3], vec![0.9; 3], vec![0.1; 3]], 10.0);
+        let mut tally = Vec::new();
+        for accuracy in [[0.8, 0.8, 0.8], [0.7, 0.9, 0.8], [0.9, 0.9, 0.6]] {
+            for classes in (0..27).map(|k| [k % 3, k / 3 % 3, k / 9]) {
+                let ballots: Vec<Ballot<'_>> = (0..3)
+                    .map(|m| Ballot {
+                        model: m,
+                        class: classes[m],
+                        probabilities: &[],
+                    })
+                    .collect();
+                let cast = vote(Scheme::Majority, &ballots, &weights, &accuracy, 3).unwrap();
+                let estimated =
+                    majority_vote((0..3).map(|m| (classes[m], accuracy[m])), &mut tally);
+                assert_eq!(Some(cast.class), estimated, "{classes:?} {accuracy:?}");
+            }
+        }
     }
 
     #[test]
