@@ -111,8 +111,6 @@ pub struct SimConfig {
     pub shadow_every: u64,
     pub selection: SelectionConfig,
     pub autoscale: AutoscaleConfig,
-    /// The weight prior of the class weights, as `--weight-prior`.
-    pub weight_prior: f64,
     /// Time-series resolution (seconds).
     pub bucket_s: f64,
     /// Catalog types that may be bought (empty: all).
@@ -174,7 +172,6 @@ impl SimConfig {
             shadow_every: 20,
             selection: SelectionConfig::default(),
             autoscale: AutoscaleConfig::default(),
-            weight_prior: 100.0,
             bucket_s: 60.0,
             instance_types: Vec::new(),
         }

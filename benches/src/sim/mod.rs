@@ -41,7 +41,7 @@ use ask::Ballots;
 use cluster::Cluster;
 pub use config::{Autoscaler, Failure, Scheme, SimConfig};
 use fleet::{Event, Fleet, Timed};
-pub use result::{ACCURACY_WINDOW, Bucket, Percentiles, SimResult, TypeResult};
+pub use result::{ACCURACY_WINDOW, Bucket, Percentiles, SimResult, TypeResult, by_scheme};
 use result::{Outcomes, Tally};
 pub use schemes::infaas_choice;
 use schemes::o2;
@@ -70,16 +70,17 @@ pub fn run(
         .map(|(k, _)| k)
         .collect();
     let latency_ms: Vec<f64> = models.iter().map(|m| m.latency_ms).collect();
+    let mut ensembles = schemes::initial_ensembles(world, config, &allowed);
     let cluster = Cluster::new(
         world.catalog.clone(),
-        allowed.clone(),
+        allowed,
         (&latency_ms, config.hop_ms, config.per_type_latency),
         world.packing.clone(),
         world.type_latency.clone(),
         config.seed,
     );
-    let mut weights = ClassWeights::seeded(&world.class_accuracy, config.weight_prior);
-    let mut ensembles = schemes::initial_ensembles(world, config, &allowed);
+    // Every scheme votes by plain majority, which per-class weights do not touch.
+    let no_weights = ClassWeights::seeded(&[], 0.0);
     let mut dropped: Vec<Vec<usize>> = vec![Vec::new(); world.types.len()];
     let mix = config.mix.cumulative(world.types.len());
     let shares: Vec<f64> = mix
@@ -272,16 +273,13 @@ pub fn run(
             voting::Scheme::Majority,
             &voters,
             1,
-            &weights,
+            &no_weights,
             &world.accuracy,
             world.classes,
         )
         .and_then(|o| Some((*o.class.first()?, *o.winning_votes.first()?)));
         let correct = outcome.is_some_and(|(class, _)| class == label);
         if let Some((class, winning_votes)) = outcome {
-            for (model, [voted]) in &ballots.cast {
-                weights.record(*model, label, *voted);
-            }
             ensemble.record(
                 generation,
                 &ballots.member_classes,

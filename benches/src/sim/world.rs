@@ -17,7 +17,6 @@ pub struct World {
     pub models: Vec<String>,
     pub candidates: Vec<Candidate>,
     pub accuracy: Vec<f64>,
-    pub class_accuracy: Vec<Vec<f64>>,
     pub classes: usize,
     /// `answers[model][item]`: the class each model gave each test item.
     pub answers: Vec<Vec<u16>>,
@@ -89,7 +88,6 @@ impl World {
             task: task.to_owned(),
             types: workload::constraint_types(&candidates),
             accuracy: entries.iter().map(|m| m.accuracy).collect(),
-            class_accuracy: entries.iter().map(|m| m.class_accuracy.clone()).collect(),
             classes: spec.labels.len(),
             answers,
             labels,
@@ -139,7 +137,6 @@ impl World {
             task: self.task.clone(),
             models: self.models.clone(),
             accuracy: self.accuracy.clone(),
-            class_accuracy: self.class_accuracy.clone(),
             classes: self.classes,
             answers: self.answers.clone(),
             labels: self.labels.clone(),
