@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::sim::SimResult;
+use crate::sim::{SimResult, by_scheme};
 
 /// Points of accuracy met by which Cocktail must lead InFaaS.
 pub const LEAD_OVER_INFAAS: f64 = 5.0;
@@ -90,10 +90,6 @@ pub fn verdicts(it: Figures, infaas: Figures, clipper: Figures) -> [Verdict; 5] 
             false,
         ),
     ]
-}
-
-fn by_scheme<'a>(results: &'a [SimResult], name: &str) -> Option<&'a SimResult> {
-    results.iter().find(|r| r.scheme == name)
 }
 
 /// The goals table over `runs` (a name and that comparison's results), for Cocktail and

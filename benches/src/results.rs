@@ -10,7 +10,7 @@ use cocktail_policy::predict::{self, Statistical};
 use cocktail_policy::selection::Rule;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::sim::{self, Failure, Scheme, SimConfig, SimResult, World};
+use crate::sim::{self, Failure, Scheme, SimConfig, SimResult, World, by_scheme};
 use crate::workload::HOP_MS;
 use crate::workload::Mix;
 use crate::{autoscaling, ensemble_gain, goals, hetero, plots, report, traces};
@@ -50,10 +50,6 @@ impl Runner {
             .map(|c| self.run(world, &c, what))
             .collect()
     }
-}
-
-fn by_scheme<'a>(results: &'a [SimResult], name: &str) -> Option<&'a SimResult> {
-    results.iter().find(|r| r.scheme == name)
 }
 
 /// "1.23x" when both are positive.

@@ -142,12 +142,9 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
     // measured.
     let hop_ms = cocktail_tests::cluster::measured_overhead_ms(&cluster, "fashion").await;
     // The live master's predicted response times and what they count on top of inference.
-    let overheads: Vec<String> = cluster.get("/v2/models").await["models"]
-        .as_array()
-        .unwrap()
+    let overheads: Vec<String> = cocktail_tests::cluster::task_models(&cluster, "fashion")
+        .await
         .iter()
-        .filter(|t| t["name"] == "fashion")
-        .flat_map(|t| t["models"].as_array().unwrap().clone())
         .filter(|m| !m["overhead_ms"].is_null())
         .map(|m| {
             format!(

@@ -136,3 +136,8 @@ pub(super) struct Tally {
     pub correct: u64,
     pub met: u64,
 }
+
+/// The run of `scheme` (its label, e.g. `Cocktail-M`) among `results`.
+pub fn by_scheme<'a>(results: &'a [SimResult], scheme: &str) -> Option<&'a SimResult> {
+    results.iter().find(|r| r.scheme == scheme)
+}
