@@ -269,6 +269,14 @@ async fn the_admin_api_wants_the_admin_token() {
             .unwrap()
             .len()
     };
+    // The controller's warm start launches linear's minimum, one instance, on its own
+    // schedule: the count is read after it, so that only the operator's mix adds to it.
+    eventually(
+        "the warm start's launch",
+        Duration::from_secs(30),
+        || async { instances().await >= 1 },
+    )
+    .await;
     let launched = instances().await;
     for (path, body) in ADMIN_ROUTES {
         for token in [
