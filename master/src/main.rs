@@ -202,8 +202,9 @@ struct ResourceArgs {
     /// Local provider: most intra-op threads per worker (default: this host's cores).
     #[arg(long, env = "COCKTAIL_MAX_THREADS", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_threads: Option<usize>,
-    /// Local workers take as long per batch as their instance type would (from the
-    /// model's profile and the catalog), so mixed pools behave like the real types.
+    /// Local workers answer each call no sooner than their instance type would (from the
+    /// model's profile and the catalog), the calls an instance holds at once side by
+    /// side, so mixed pools behave like the real types.
     #[arg(long, env = "COCKTAIL_EMULATE_TYPES")]
     emulate_types: bool,
     /// With `--emulate-types`: emulate every type this many times slower, so that the

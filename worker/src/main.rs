@@ -72,8 +72,9 @@ struct Args {
     /// The instance type this worker runs on (a catalog name), told to the master.
     #[arg(long, env = "COCKTAIL_INSTANCE_TYPE")]
     instance_type: Option<String>,
-    /// Take as long per batch as `--instance-type` would, from the model's profile and
-    /// the catalog (the local provider's emulated heterogeneous pools).
+    /// Answer each request no sooner than `--instance-type` would (its items' latency from
+    /// the model's profile and the catalog), requests side by side as on an instance's
+    /// slots (the local provider's emulated heterogeneous pools).
     #[arg(long, env = "COCKTAIL_EMULATE_TYPE")]
     emulate_type: bool,
     /// With `--emulate-type`: take this many times the type's modelled latency.

@@ -48,8 +48,8 @@ pub struct WorkerConfig {
     pub http_workers: usize,
     /// The instance type this worker runs on, told to the master.
     pub instance_type: Option<String>,
-    /// Take as long per batch as `instance_type` would (the local provider's emulated
-    /// types; see [`Pace`]).
+    /// Answer each request no sooner than `instance_type` would, requests side by side
+    /// (the local provider's emulated types; see [`Pace`]).
     pub emulate_type: bool,
     /// Emulate the type this many times slower than modelled.
     pub emulate_scale: f64,

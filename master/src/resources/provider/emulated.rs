@@ -45,8 +45,9 @@ pub struct LocalConfig {
     /// Replay this spot price history (`seconds,instance_type,price` CSV, seconds since
     /// the provider started) instead of the synthetic process.
     pub spot_history: Option<PathBuf>,
-    /// Workers take as long per batch as their instance type would (`--emulate-type`),
-    /// so a mixed pool of local workers behaves like the types it stands for.
+    /// Workers answer each call no sooner than their instance type would
+    /// (`--emulate-type`), so a mixed pool of local workers behaves like the types it
+    /// stands for.
     pub emulate_types: bool,
     /// Emulated types run this many times slower than modelled (`--emulate-scale`).
     pub emulate_scale: f64,
