@@ -212,12 +212,10 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
     // Per constraint type, live (the load generator's table) and simulated, and the
     // ensembles the live master ended with.
     eprintln!("{}", loadgen::markdown(&live));
-    for t in &simulated.types {
-        eprintln!(
-            "sim {}: {} requests, models/request {:.2}, accuracy {:.4}, accuracy met {:.4}",
-            t.name, t.requests, t.models_per_request, t.accuracy, t.accuracy_met
-        );
-    }
+    eprintln!(
+        "{}",
+        cocktail_benches::report::types_markdown(std::slice::from_ref(&simulated))
+    );
     let ensembles = cluster.get("/v1/ensembles").await;
     for e in ensembles["ensembles"].as_array().unwrap() {
         eprintln!("live {}: {}", e["key"], e["members"]);
