@@ -204,7 +204,10 @@ pub async fn task_ready(
 /// members predicted slower are not chosen, members not back by then do not vote, and a
 /// later answer is an SLO violation, `latency_met: false`) and `accuracy` (required),
 /// `objective` (`accuracy` or `latency`),
-/// `label` (one per item, to learn from) and `scheme` (`weighted`, `majority`, `average`).
+/// `label` (one per item, to learn from), `scheme` (`weighted`, `majority`, `average`),
+/// `models` (pins the ensemble: comma-separated model names, each served by a worker)
+/// and `strict_deadline` (true: no late answer when no member is back by `latency_ms`;
+/// by default the first late answer is taken, `latency_met: false`).
 /// Triton's binary tensor extension is spoken both ways (`Inference-Header-Content-Length`).
 #[utoipa::path(post, path = "/v2/models/{task}/infer", security(("api_key" = [])),
     params(("task" = String, Path, description = "A task this master serves"),
@@ -633,7 +636,7 @@ pub async fn mix_decisions(
         (status = 200, description = "Cost in USD", body = CostReport),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody)))]
 pub async fn cost(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse> {
-    Ok(HttpResponse::Ok().json(state.controller()?.cost().await))
+    Ok(HttpResponse::Ok().json(state.controller()?.cost().await?))
 }
 
 #[utoipa::path(get, path = "/metrics", responses((status = 401, description = "A caller beyond this host without the admin token", body = ErrorBody),

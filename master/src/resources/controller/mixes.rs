@@ -65,7 +65,7 @@ impl Controller {
             .collect::<Result<Vec<&InstanceType>, MasterError>>()?;
         let have: Vec<(String, String, f64)> = self
             .live_instances()
-            .await
+            .await?
             .into_iter()
             .filter(|r| r.model == model)
             .map(|r| (r.id, r.instance_type, 0.0))
