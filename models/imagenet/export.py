@@ -32,6 +32,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -254,6 +255,16 @@ def sha256_file(path):
     return h.hexdigest()
 
 
+def median_ms(session, x, runs=20):
+    session.run(["logits"], {"input": x})
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        session.run(["logits"], {"input": x})
+        times.append((time.perf_counter() - t) * 1e3)
+    return float(np.median(times))
+
+
 def top5(logits):
     order = np.argsort(-logits, kind="stable")[:5]
     return [[int(i), float(logits[i])] for i in order]
@@ -302,8 +313,6 @@ def main():
             f.write("\n")
 
         s_fp32, s_int8 = ort_session(fp32), ort_session(int8)
-        sizes.append((name, size, crop_pct, os.path.getsize(fp32), os.path.getsize(int8),
-                      sha256_file(int8)))
         batch = []
         for stem, _, expected, accepted in SAMPLES:
             x = transform(photos[stem]).unsqueeze(0)
@@ -367,19 +376,23 @@ def main():
             parity.append((name, stem, float(np.abs(l_fp32 - l_torch).max()),
                            float(np.abs(l_int8 - l_fp32).max()), t_int8 == t_fp32,
                            [i for i, _ in top5(l_int8)] == [i for i, _ in top5(l_fp32)]))
+        sizes.append((name, size, crop_pct, os.path.getsize(fp32), os.path.getsize(int8),
+                      median_ms(s_fp32, batch[0]), median_ms(s_int8, batch[0])))
         # The batch axis is dynamic: a batch of all samples gives each sample's own logits.
         together = s_int8.run(["logits"], {"input": np.concatenate(batch)})[0]
         alone = np.stack([s_int8.run(["logits"], {"input": b})[0][0] for b in batch])
         print(f"   batch of {len(batch)} vs one by one: max |diff| "
               f"{float(np.abs(together - alone).max()):.2e}")
 
-    print("\n| model | input | crop_pct | fp32 ONNX | int8 ONNX (committed) |")
-    print("|---|---|---|---|---|")
-    for name, size, crop_pct, b32, b8, _ in sizes:
+    print(f"\nLatency: median of 20 single-image runs, ONNX Runtime {ort.__version__}, "
+          f"{ORT_THREADS} thread, on this machine.")
+    print("\n| model | input | crop_pct | fp32 ONNX | int8 ONNX (committed) | fp32 ms | int8 ms |")
+    print("|---|---|---|---|---|---|---|")
+    for name, size, crop_pct, b32, b8, ms32, ms8 in sizes:
         print(f"| {name} | 3x{size}x{size} | {crop_pct} | {b32 / 1e6:.1f} MB | "
-              f"{b8 / 1e6:.1f} MB ({b8} bytes) |")
+              f"{b8 / 1e6:.1f} MB ({b8} bytes) | {ms32:.1f} | {ms8:.1f} |")
     print(f"| total | | | {sum(s[3] for s in sizes) / 1e6:.1f} MB | "
-          f"{sum(s[4] for s in sizes) / 1e6:.1f} MB |")
+          f"{sum(s[4] for s in sizes) / 1e6:.1f} MB | | |")
 
     print("\n| model | sample | expected | int8 top-1 | int8 logit margin over 2nd | "
           "fp32 top-1 | right class |")
