@@ -456,6 +456,7 @@ impl Master {
                 &self.served_with(&task, false),
             ));
         }
+        self.admit(&task, &members, &request.constraint)?;
         let (waiting, deadline) = self.timing(started, request, none_fits);
         Ok(Resolved {
             task,
@@ -495,6 +496,7 @@ impl Master {
                 ),
             ));
         }
+        self.admit(&task, members, &request.constraint)?;
         let (waiting, deadline) = self.timing(started, request, false);
         Ok(Resolved {
             key: ConstraintKey::new(task_name, &request.constraint),
@@ -506,6 +508,38 @@ impl Master {
             waiting,
             deadline,
         })
+    }
+
+    /// Admission under overload: a request is refused at once (429, `Retry-After`) when
+    /// some member's pool has so many calls queued that this one would wait longer than
+    /// the whole latency target for a slot. Admitted requests then keep their latency,
+    /// and the client learns at once that it should back off.
+    fn admit(
+        &self,
+        task: &TaskTable,
+        members: &[usize],
+        constraint: &Constraint,
+    ) -> Result<(), MasterError> {
+        let target = Duration::from_secs_f64(constraint.latency_ms / 1e3);
+        for &m in members {
+            let model = &task.models[m];
+            let Some(backlog) = self.registry.pool(model).and_then(|p| p.backlog()) else {
+                continue;
+            };
+            if backlog.wait > target {
+                metrics::counter!("cocktail_master_shed_total", "model" => model.clone())
+                    .increment(1);
+                return Err(MasterError::Overloaded {
+                    model: model.clone(),
+                    queued: backlog.queued,
+                    slots: backlog.slots,
+                    wait_ms: backlog.wait.as_secs_f64() * 1e3,
+                    latency_ms: constraint.latency_ms,
+                    retry_after: backlog.wait.max(Duration::from_secs(1)),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// When a request arriving at `started` is due, and when its member calls end. The

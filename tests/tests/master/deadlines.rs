@@ -18,7 +18,10 @@ async fn members_late_for_the_target_give_a_late_answer_unless_deadlines_are_str
     };
 
     let (status, body) = cluster
-        .post("/v2/models/fashion/infer", &image_request(&images, pinned(false)))
+        .post(
+            "/v2/models/fashion/infer",
+            &image_request(&images, pinned(false)),
+        )
         .await;
     assert_eq!(status, 200, "a late answer, not an error: {body}");
     let p = &body["parameters"];
@@ -32,11 +35,23 @@ async fn members_late_for_the_target_give_a_late_answer_unless_deadlines_are_str
     let _ = labels;
 
     let (status, body) = cluster
-        .post("/v2/models/fashion/infer", &image_request(&images, pinned(true)))
+        .post(
+            "/v2/models/fashion/infer",
+            &image_request(&images, pinned(true)),
+        )
         .await;
-    assert_eq!(status, 502, "strict deadlines: nobody answered in time: {body}");
+    assert_eq!(
+        status, 502,
+        "strict deadlines: nobody answered in time: {body}"
+    );
     assert_eq!(body["error_type"], "members_failed", "{body}");
-    assert!(body["error"].as_str().unwrap().contains("missed the deadline"), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("missed the deadline"),
+        "{body}"
+    );
 
     // The same through /v1/classify, the flag as JSON.
     let (status, body) = cluster
@@ -63,7 +78,10 @@ async fn a_pinned_ensemble_is_served_as_named_and_bad_pins_name_the_field() {
     };
     // At 0.5 selection serves one model; the pin serves all three.
     let (status, body) = cluster
-        .post("/v2/models/fashion/infer", &request(json!("cnn_small, mlp_med,dwsep")))
+        .post(
+            "/v2/models/fashion/infer",
+            &request(json!("cnn_small, mlp_med,dwsep")),
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     let p = &body["parameters"];
@@ -85,6 +103,9 @@ async fn a_pinned_ensemble_is_served_as_named_and_bad_pins_name_the_field() {
             .await;
         assert_eq!(status, 422, "{models}: {body}");
         let error = body["error"].as_str().unwrap();
-        assert!(error.contains("`models`") && error.contains(says), "{models}: {body}");
+        assert!(
+            error.contains("`models`") && error.contains(says),
+            "{models}: {body}"
+        );
     }
 }
