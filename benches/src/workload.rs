@@ -1,4 +1,4 @@
-//! The request mix both the load generator and the simulator send (cocktail.txt §5.2,
+//! The request mix both the load generator and the simulator send (Cocktail §5.2,
 //! Fig. 6): five constraint types taken from single models' <latency, accuracy>, combined
 //! into a Strict and a Relaxed mix.
 //!
@@ -7,7 +7,7 @@
 //! with the accuracy rounded down to a whole percent as a user would state it. The
 //! latency is end to end: the model's profiled latency plus one hop ([`HOP_MS`]), so the
 //! model fits only while its calls do not queue (the paper's InFaaS misses latency on a
-//! third of Strict requests; cocktail.txt §5.2). (Exactly
+//! third of Strict requests; Cocktail §5.2). (Exactly
 //! the model's test accuracy would make "accuracy met" over a window of 200 a coin toss
 //! for that model.)
 //! InFaaS answers such a request with that model; Cocktail starts from it too (O1 prefers

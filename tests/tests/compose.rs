@@ -1,7 +1,9 @@
 //! `docker compose up` gives the system `cocktail up` gives, plus Redis and MongoDB: the
-//! README's example requests, unchanged, answer through the published port, the master's
-//! container turns healthy, the selection cache lands in Redis and the controller's
-//! decisions in MongoDB; `docker compose down -v` leaves no container, network or volume.
+//! first requests of the README and docs/getting-started.md (an image as a multipart
+//! upload to `/v1/classify`, a sentence over OIP v2; here with this test's own targets)
+//! answer through the published port, the master's container turns healthy, the
+//! selection cache lands in Redis and the controller's decisions in MongoDB; `docker
+//! compose down -v` leaves no container, network or volume.
 //!
 //! It runs the offline images of `docker/compose.ci.yml` (scripts/test.sh builds them with
 //! scripts/docker-images.sh; this test builds them itself when one is missing). It is
@@ -316,7 +318,8 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
-    // The README's image example: multipart upload, 0.05 ms of inference, 93 % accuracy.
+    // The image request of the README and docs/getting-started.md ("First requests"): a
+    // multipart upload, here with 0.05 ms and 93 % as targets.
     let png =
         std::fs::read(workspace_root().join("models/samples/fashion/0000_ankle-boot.png")).unwrap();
     let image = answer("the image", || {
@@ -337,7 +340,8 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
         "{image}"
     );
 
-    // The README's sentence over OIP v2.
+    // The sentence request of the README and docs/getting-started.md, over OIP v2, here
+    // with 0.2 ms and 85 % as targets.
     let sentence = answer("the sentence", || {
         client
             .post(project.url("/v2/models/sentiment/infer"))

@@ -2,7 +2,7 @@
 //! ([`cocktail_policy::control`]) on live measurements: every interval it measures the
 //! load, predicts it one provisioning horizon ahead and sizes the pools; every reactive
 //! interval it checks SLO violations; on a spot interruption it stops routing to the
-//! doomed instance and launches a replacement (mark.txt §4.5); every health interval it
+//! doomed instance and launches a replacement (MArk §4.5); every health interval it
 //! replaces instances that are dead, hung or never registered ([`health`]). The simulator
 //! runs the same loop, so both make the same decisions from the same measurements. The
 //! provider carries out the decisions, one at a time; the store keeps them with their
@@ -64,7 +64,7 @@ pub struct ControllerConfig {
     /// of over the last reactive interval.
     pub slo_last_requests: Option<usize>,
     /// Stopped burstable instances kept per pool, resumed on a spot interruption
-    /// (mark.txt §4.5).
+    /// (MArk §4.5).
     pub standbys: usize,
     /// Keep every step of the control loop (measurements and decisions) in the store.
     pub record_steps: bool,
@@ -632,7 +632,7 @@ impl Controller {
         });
     }
 
-    /// Resumes a cold standby of the interrupted instance's pool (mark.txt §4.5), if it
+    /// Resumes a cold standby of the interrupted instance's pool (MArk §4.5), if it
     /// has one; `false` when it has none and the loop should launch a replacement.
     async fn resume_standby(&self, notice: &Interruption) -> bool {
         let records = match self.live_instances().await {

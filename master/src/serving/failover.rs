@@ -1,5 +1,5 @@
 //! Serving one ensemble slot so that a request fails only when no candidate could answer
-//! in time (DESIGN.md, the request path, step 4). A slot is the member O1/O2 chose; when
+//! in time (docs/design.md, "The request path"). A slot is the member O1/O2 chose; when
 //! it cannot answer (no live instance, refused, 5xx, deadline), the next candidate of
 //! [`cocktail_policy::selection::substitutes`] that some worker serves stands in. A member that is
 //! slow to answer is hedged: past [`hedge_after`] a substitute is asked too, and the

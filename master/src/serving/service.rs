@@ -1,4 +1,4 @@
-//! The request path (DESIGN.md): constraint key → ensemble (in-process table, then the
+//! The request path (docs/design.md): constraint key → ensemble (in-process table, then the
 //! shared cache, then O1) → fan-out to the members' pools with a deadline → per-item
 //! vote → labels (real, or pseudo from the full candidate set) → O2 at interval ends.
 

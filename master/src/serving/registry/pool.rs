@@ -27,7 +27,7 @@ pub struct Pool {
     /// Requests waiting for a slot on a mixed pool, oldest first.
     waiting: Mutex<Vec<Waiter>>,
     next_waiter: std::sync::atomic::AtomicU64,
-    /// Items per request of the last [`RECENT_BATCHES`] requests (kairos.txt §5.2 keeps
+    /// Items per request of the last [`RECENT_BATCHES`] requests (Kairos §5.2 keeps
     /// "a number of most recent queries" for the batch-size mix). Allocated whole when
     /// the pool is made, so a long-running master's memory does not creep up as it fills;
     /// a batch is at most `MAX_ITEMS` (64), so `u16` holds it.
@@ -255,7 +255,7 @@ impl Pool {
             .is_some_and(|first| types.any(|other| other != first))
     }
 
-    /// Kairos' query distribution (kairos.txt §5.1), for pools that mix types and receive
+    /// Kairos' query distribution (Kairos §5.1), for pools that mix types and receive
     /// batches of varying size (single requests keep the packing of Cocktail §4.2.1).
     /// Every waiting request, this one included, is matched to an instance by min-cost
     /// bipartite matching on its batch's latency on the instance's type
