@@ -115,7 +115,8 @@ pub fn parse<T: CommandFactory + FromArgMatches>(
     }
     let matches = command.clone().try_get_matches_from(&argv)?;
     if is_set(&matches, "print_config") {
-        return Ok(Parsed::Print(effective(&command, &matches)));
+        // In the definitions' order: `install` moves the arguments it changes to the end.
+        return Ok(Parsed::Print(effective(&T::command(), &matches)));
     }
     Ok(Parsed::Run(T::from_arg_matches(&matches)?))
 }
@@ -593,7 +594,7 @@ mod tests {
         let argv = std::iter::once("toy").chain(flags.iter().copied());
         let matches = command.clone().try_get_matches_from(argv)?;
         if matches.get_flag("print_config") {
-            return Ok(Parsed::Print(effective(&command, &matches)));
+            return Ok(Parsed::Print(effective(&Toy::command(), &matches)));
         }
         Ok(Parsed::Run(Toy::from_arg_matches(&matches)?))
     }
@@ -730,6 +731,11 @@ mod tests {
             panic!("not printed")
         };
         assert_eq!(again, twice);
+        // In the definitions' order, whichever keys the file sets.
+        assert!(
+            again.find("port =") < again.find("cache-ttl-s ="),
+            "{again}"
+        );
         assert!(twice.contains("# redis-url = (unset)"), "{twice}");
     }
 
