@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use cocktail_tests::cluster::binary;
+use cocktail_tests::cluster::{Process, binary};
 use cocktail_tests::zoo_manifest;
 
 /// A folder of its own for one test's files.
@@ -214,5 +214,24 @@ fn print_config_redacts_credentials() {
     assert!(
         printed.contains("mongo-url = \"mongodb://<redacted>@h1:27017,h2:27017/?replicaSet=rs\"\n")
     );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_master_started_from_a_file_alone_serves_on_its_settings() {
+    let dir = folder("serves");
+    let file = write(
+        &dir,
+        "cocktail.toml",
+        "port = 0\ngrpc-port = 0\nhttp-workers = 1\n[testing]\nseed = 3\n",
+    );
+    let master = Process::start("cocktail-master", &["--config".to_owned(), file]).await;
+    // `port = 0`: a free port, not the default 8080.
+    assert!(!master.url.ends_with(":8080"), "{}", master.url);
+    let live = reqwest::get(format!("{}/v2/health/live", master.url))
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200);
+    drop(master);
     std::fs::remove_dir_all(dir).unwrap();
 }
