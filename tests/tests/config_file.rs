@@ -114,7 +114,7 @@ fn variables_and_flags_override_the_file() {
     let file = write(
         &dir,
         "cocktail.toml",
-        "port = 9000\nscheme = \"weighted\"\ninstance-types = [\"c5.xlarge\", \"t3.xlarge\"]\n[testing]\nseed = 7\n",
+        "port = 9000\non-demand = true\nscheme = \"weighted\"\ninstance-types = [\"c5.xlarge\", \"t3.xlarge\"]\n[testing]\nseed = 7\n",
     );
     let from_file = master_with(&file, &[], &[]);
     for line in [
@@ -122,13 +122,19 @@ fn variables_and_flags_override_the_file() {
         "scheme = \"weighted\"\n",
         "instance-types = [\"c5.xlarge\", \"t3.xlarge\"]\n",
         "seed = 7\n",
+        "on-demand = true\n",
         "cache-ttl-s = 3600\n",
     ] {
         assert!(from_file.contains(line), "{line} in {from_file}");
     }
-    let variable = [("COCKTAIL_PORT", "9001"), ("COCKTAIL_SEED", "8")];
+    let variable = [
+        ("COCKTAIL_PORT", "9001"),
+        ("COCKTAIL_SEED", "8"),
+        ("COCKTAIL_ON_DEMAND", "false"),
+    ];
     let from_env = master_with(&file, &[], &variable);
     assert!(from_env.contains("port = 9001\n") && from_env.contains("seed = 8\n"));
+    assert!(from_env.contains("on-demand = false\n"), "{from_env}");
     assert!(from_env.contains("scheme = \"weighted\"\n"), "{from_env}");
     let from_flag = master_with(&file, &["--port", "9002", "--seed=9"], &variable);
     assert!(from_flag.contains("port = 9002\n") && from_flag.contains("seed = 9\n"));
