@@ -8,6 +8,8 @@ setup_ort
 apt_install redis-server
 # ... and the font the plots are drawn with.
 apt_install fonts-dejavu-core
+# ... and promtool (tests/tests/prometheus_rules.rs checks deploy/prometheus/ with it).
+apt_install prometheus
 # ... and a MongoDB-wire server (the controller's state store).
 setup_mongo
 # ... and the EC2 emulator (the ec2 provider's tests).
