@@ -6,6 +6,8 @@ source "$(dirname "$0")/lib.sh"
 setup_ort
 # The master's tests run a real Redis (the shared model cache); they start their own.
 apt_install redis-server
+# ... and curl (tests/tests/readme.rs runs the README's and docs' requests as written).
+apt_install curl
 # ... and the font the plots are drawn with.
 apt_install fonts-dejavu-core
 # ... and promtool (tests/tests/prometheus_rules.rs checks deploy/prometheus/ with it).
