@@ -238,6 +238,11 @@ struct ResourceArgs {
     #[arg(long, env = "COCKTAIL_RECORD_CONTROL_STEPS")]
     #[arg(help_heading = TESTING)]
     record_control_steps: bool,
+    /// Fault injection: while this file exists, the provider's calls it names
+    /// (`describe`, `launch`, `terminate`, `stop`, `start`; empty: all) fail.
+    #[arg(long, env = "COCKTAIL_PROVIDER_FAULT_FILE")]
+    #[arg(help_heading = TESTING)]
+    provider_fault_file: Option<std::path::PathBuf>,
     /// Seconds between health checks of the running instances (dead, hung or never
     /// registered ones are replaced at once).
     #[arg(long, env = "COCKTAIL_HEALTH_INTERVAL_S", default_value_t = 1.0)]

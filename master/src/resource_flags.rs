@@ -177,6 +177,7 @@ pub fn resources(
         catalog,
         mongo_url: args.mongo_url.map(UrlWithCredentials::into_exposed),
         mongo_db: args.mongo_db,
+        fault_file: args.provider_fault_file,
     }))
 }
 

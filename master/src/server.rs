@@ -38,6 +38,8 @@ pub struct Resources {
     /// MongoDB for the controller's state (`None`: in-process), and its database.
     pub mongo_url: Option<String>,
     pub mongo_db: String,
+    /// Fails the provider's calls named in this file while it exists (tests).
+    pub fault_file: Option<std::path::PathBuf>,
 }
 
 /// Where the OIP gRPC endpoint listens, and its TLS identity.
@@ -129,6 +131,13 @@ pub async fn serve(
                     resources.catalog.clone(),
                     shutdown.child_token(),
                 )?,
+            };
+            let provider: Arc<dyn crate::resources::provider::Provider> = match resources.fault_file
+            {
+                Some(path) => Arc::new(crate::resources::provider::faulty::Faulty::new(
+                    provider, path,
+                )),
+                None => provider,
             };
             let store: Arc<dyn Store> = match &resources.mongo_url {
                 Some(url) => Arc::new(MongoStore::start(url, &resources.mongo_db).await?),

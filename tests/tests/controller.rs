@@ -639,3 +639,93 @@ async fn the_live_loop_decides_what_the_shared_loop_decides_on_its_measurements(
         "{replayed:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_cannot_list_its_instances_launches_nothing_and_fails_no_request() {
+    // The local provider fails `describe` while this file exists (a testing flag).
+    let fault = std::env::temp_dir().join(format!("cocktail-describe-{}", std::process::id()));
+    let _ = std::fs::remove_file(&fault);
+    let cluster = Cluster::start(
+        &[
+            "--provider",
+            "local",
+            "--models",
+            "mlp_med,dwsep,cnn_small",
+            "--instance-types",
+            "r5n.large",
+            "--controller-interval-s",
+            "1",
+            "--reactive-interval-s",
+            "1",
+            "--provisioning-delay-ms",
+            "200",
+            "--max-threads",
+            "1",
+            "--provider-fault-file",
+            fault.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    eventually("first instances", Duration::from_secs(60), || async {
+        registered(&cluster).await.len() >= 3
+    })
+    .await;
+    let before = registered(&cluster).await.len();
+    let launches = |all: &[Value]| {
+        all.iter()
+            .filter(|d| d["decision"]["action"]["kind"] == "launch")
+            .count()
+    };
+    let launched_before = launches(&decisions(&cluster).await);
+
+    // 30 s blind, under load: the controller must not act as if the cluster were empty.
+    std::fs::write(&fault, "describe\n").unwrap();
+    let results = load(&cluster, 10.0, 30.0).await;
+    let all = decisions(&cluster).await;
+    let blind = all.iter().filter(|d| d["trigger"] == "blind").count();
+    let failed = results.iter().filter(|(s, _)| *s != 200).count();
+    println!(
+        "{} requests, {failed} failed; {blind} blind steps; {} launches before, {} after",
+        results.len(),
+        launched_before,
+        launches(&all)
+    );
+    assert_eq!(failed, 0, "no request fails while the controller is blind");
+    assert!(blind >= 10, "every blind step is recorded: {blind}");
+    assert_eq!(
+        launches(&all),
+        launched_before,
+        "no launch while the provider cannot list the instances: {all:?}"
+    );
+    assert_eq!(
+        registered(&cluster).await.len(),
+        before,
+        "nothing replaced blindly"
+    );
+    // The cost is an error, not $0.
+    let response = cluster
+        .client
+        .get(cluster.url("/v1/cost"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 502, "the cost cannot be known");
+
+    // Once the fault ends the controller sees its instances again and converges: the
+    // instances it lists are the workers that serve.
+    std::fs::remove_file(&fault).unwrap();
+    eventually("the cluster converges", Duration::from_secs(30), || async {
+        let instances = cluster.get("/v1/instances").await;
+        let running = instances["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["status"] == "running")
+            .count();
+        running >= 3 && running == registered(&cluster).await.len()
+    })
+    .await;
+    let cost = cluster.get("/v1/cost").await;
+    assert!(cost["total"].as_f64().unwrap() > 0.0, "{cost}");
+}

@@ -7,6 +7,7 @@ pub mod docker;
 #[cfg(feature = "ec2")]
 pub mod ec2;
 pub mod emulated;
+pub mod faulty;
 pub mod local;
 
 use futures_util::future::BoxFuture;
