@@ -25,10 +25,9 @@ fn data() -> PathBuf {
 
 #[test]
 fn image_preprocessing_matches_timm_and_torchvision_over_pil() {
-    let reference: Value = serde_json::from_str(
-        &std::fs::read_to_string(data().join("reference.json")).unwrap(),
-    )
-    .unwrap();
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(data().join("reference.json")).unwrap())
+            .unwrap();
     let cases = reference["cases"].as_array().unwrap();
     assert!(cases.len() >= 13, "{} cases", cases.len());
     let mut report = Vec::new();
@@ -67,7 +66,9 @@ fn image_preprocessing_matches_timm_and_torchvision_over_pil() {
             }
             (_, dtype) => panic!("{name}: the worker made another type than {dtype}"),
         };
-        report.push(format!("{name:<40} max |diff| {worst:.3e} (allowed {tolerance})"));
+        report.push(format!(
+            "{name:<40} max |diff| {worst:.3e} (allowed {tolerance})"
+        ));
         assert!(
             worst <= tolerance,
             "{name}: largest difference {worst} over {tolerance} ({})",
