@@ -42,9 +42,25 @@ struct Manifest {
 pub struct TaskSpec {
     /// Class labels, indexed by class id.
     pub labels: Vec<String>,
-    pub test_set: TestSetSpec,
+    /// The labelled test set; a task without one (e.g. ImageNet, whose validation set
+    /// cannot ship) is served, but selection has no recorded answers to estimate from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_set: Option<TestSetSpec>,
     /// Every model's recorded answer on every test item (see [`crate::Predictions`]).
-    pub predictions: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predictions: Option<String>,
+}
+
+impl TaskSpec {
+    /// The recorded predictions' file, relative to the manifest, or an error naming the
+    /// task when it has none.
+    pub fn predictions_file(&self, task: &str) -> Result<&str, CommonError> {
+        self.predictions.as_deref().ok_or_else(|| {
+            CommonError::ManifestInvalid(format!(
+                "task `{task}` has no `predictions`; record them on its test set first"
+            ))
+        })
+    }
 }
 
 /// How a task's committed test set is stored.

@@ -79,7 +79,10 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64, latency_scale: f64) -> BTreeMap<St
             .collect();
         let class_accuracy: Vec<Vec<f64>> =
             models.iter().map(|m| m.class_accuracy.clone()).collect();
-        let recorded = match Predictions::load(&zoo.resolve(&spec.predictions)) {
+        let recorded = match spec
+            .predictions_file(name)
+            .and_then(|file| Predictions::load(&zoo.resolve(file)))
+        {
             Ok(p) => Some(
                 Recorded::new(
                     models

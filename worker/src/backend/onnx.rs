@@ -165,6 +165,13 @@ impl Backend for OnnxBackend {
     }
 
     fn infer(&mut self, batch: &Batch) -> Result<Probabilities, WorkerError> {
+        Ok(Probabilities::from_logits(self.logits(batch)?))
+    }
+}
+
+impl OnnxBackend {
+    /// The model's raw output `[batch, classes]` for the batch (before the softmax).
+    pub fn logits(&mut self, batch: &Batch) -> Result<Array2<f32>, WorkerError> {
         let n = batch.len();
         let mut zeros = None;
         let inputs = self.bind(batch, &mut zeros)?;
@@ -186,6 +193,6 @@ impl Backend for OnnxBackend {
                 self.classes
             )));
         }
-        Ok(Probabilities::from_logits(Array2::from(logits.to_owned())))
+        Ok(Array2::from(logits.to_owned()))
     }
 }

@@ -5,7 +5,7 @@
 
 use cocktail_common::preprocess::{Colour, ImageSpec, Layout, PixelType};
 use cocktail_common::testset::GreyImage;
-use image::{DynamicImage, ImageDecoder, ImageReader};
+use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader};
 use ndarray::Array4;
 
 use super::geometry::{Plan, plan};
@@ -32,10 +32,16 @@ pub fn decode_image(bytes: &[u8]) -> Result<DecodedImage, WorkerError> {
     let reader = ImageReader::new(std::io::Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| WorkerError::invalid("image", format!("cannot read: {e}")))?;
-    if reader.format().is_none() {
+    let Some(format) = reader.format() else {
         return Err(WorkerError::invalid(
             "image",
             "is not a JPEG, PNG, WebP or GIF file",
+        ));
+    };
+    if format == ImageFormat::Jpeg && !jpeg_is_whole(bytes) {
+        return Err(WorkerError::invalid(
+            "image",
+            "is a truncated JPEG (no end-of-image marker after its last scan); send the whole file",
         ));
     }
     // The decoder reads only the header here; the size is checked before any pixel.
@@ -72,6 +78,18 @@ pub fn decode_image(bytes: &[u8]) -> Result<DecodedImage, WorkerError> {
             data: image.into_raw(),
         }
     })
+}
+
+/// Whether a JPEG ends its last scan with an end-of-image marker. zune-jpeg decodes a
+/// truncated file without an error (the missing rows come out grey), where PIL refuses it
+/// ("image file is truncated"); a cut upload must not be classified. Inside a scan 0xFF is
+/// always followed by 0x00 or a restart marker, so FF D9 after the last start-of-scan
+/// (FF DA) is the file's own end, not an embedded thumbnail's.
+fn jpeg_is_whole(bytes: &[u8]) -> bool {
+    let Some(last_scan) = bytes.windows(2).rposition(|w| w == [0xFF, 0xDA]) else {
+        return false;
+    };
+    bytes[last_scan..].windows(2).any(|w| w == [0xFF, 0xD9])
 }
 
 impl From<&GreyImage> for Pixels {
@@ -443,5 +461,20 @@ mod tests {
         truncated.truncate(truncated.len() / 2);
         let err = decode_image(&truncated).unwrap_err().to_string();
         assert!(err.contains("`image`") && err.contains("whole"), "{err}");
+        let mut jpeg = Vec::new();
+        image::RgbImage::from_fn(64, 48, |x, y| image::Rgb([x as u8 * 4, y as u8 * 5, 90]))
+            .write_to(
+                &mut std::io::Cursor::new(&mut jpeg),
+                image::ImageFormat::Jpeg,
+            )
+            .unwrap();
+        assert_eq!(decode_image(&jpeg).unwrap().width, 64);
+        for keep in [jpeg.len() - 2, jpeg.len() * 2 / 3, jpeg.len() / 3] {
+            let err = decode_image(&jpeg[..keep]).unwrap_err().to_string();
+            assert!(
+                err.contains("`image`") && err.contains("truncated"),
+                "{keep}: {err}"
+            );
+        }
     }
 }
