@@ -175,6 +175,9 @@ fn sample_inputs(
             };
             Ok((vec![test_set.items[median].clone(); count], Some(tokens)))
         }
+        Preprocessor::Tensor(_) => bail!(
+            "profiling a `kind = \"tensor\"` model needs a tensor test set, which the manifest cannot name yet"
+        ),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod error;
 pub mod latency;
 pub mod oip;
 pub mod predictions;
+pub mod preprocess;
 pub mod redact;
 pub mod testset;
 pub mod whole;

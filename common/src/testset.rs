@@ -35,7 +35,12 @@ impl TestSet {
     /// Loads the test set of `task` as the manifest describes it.
     pub fn load(zoo: &Zoo, task: &str) -> Result<Self, CommonError> {
         let spec = zoo.task(task)?;
-        let set = match &spec.test_set {
+        let Some(test_set) = &spec.test_set else {
+            return Err(CommonError::ManifestInvalid(format!(
+                "task `{task}` has no `test_set`; add one to the manifest"
+            )));
+        };
+        let set = match test_set {
             TestSetSpec::Idx { images, labels } => {
                 let items = read_idx_images(&zoo.resolve(images))?
                     .into_iter()

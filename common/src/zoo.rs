@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::CommonError;
+pub use crate::preprocess::Preprocess;
 
 /// Where the manifest lives in a checkout, relative to the workspace root.
 pub const DEFAULT_MANIFEST: &str = "models/zoo.toml";
@@ -41,9 +42,25 @@ struct Manifest {
 pub struct TaskSpec {
     /// Class labels, indexed by class id.
     pub labels: Vec<String>,
-    pub test_set: TestSetSpec,
+    /// The labelled test set; a task without one (e.g. ImageNet, whose validation set
+    /// cannot ship) is served, but selection has no recorded answers to estimate from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_set: Option<TestSetSpec>,
     /// Every model's recorded answer on every test item (see [`crate::Predictions`]).
-    pub predictions: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predictions: Option<String>,
+}
+
+impl TaskSpec {
+    /// The recorded predictions' file, relative to the manifest, or an error naming the
+    /// task when it has none.
+    pub fn predictions_file(&self, task: &str) -> Result<&str, CommonError> {
+        self.predictions.as_deref().ok_or_else(|| {
+            CommonError::ManifestInvalid(format!(
+                "task `{task}` has no `predictions`; record them on its test set first"
+            ))
+        })
+    }
 }
 
 /// How a task's committed test set is stored.
@@ -82,7 +99,7 @@ pub struct ModelEntry {
 }
 
 /// An ONNX input: its name, element type and shape (`-1` marks a dynamic axis).
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TensorSpec {
     pub name: String,
@@ -90,32 +107,41 @@ pub struct TensorSpec {
     pub shape: Vec<i64>,
 }
 
+/// An ONNX element type this project feeds. FP16 and BF16 are not supported (they would
+/// need a half-float crate in every binary).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
     Float32,
+    Float64,
+    Int8,
+    Int16,
+    Int32,
     Int64,
+    Uint8,
+    Uint16,
+    Uint32,
+    Uint64,
+    Bool,
 }
 
-/// How raw input becomes the model's tensors; the worker does exactly what training did.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum Preprocess {
-    /// Grey image resized to `width` x `height`; each pixel becomes
-    /// `(pixel * scale - mean) / std`, laid out `[batch, 1, height, width]`.
-    Image {
-        width: u32,
-        height: u32,
-        scale: f32,
-        mean: f32,
-        std: f32,
-    },
-    /// WordPiece ids and attention mask from `tokenizer` (relative to the manifest's
-    /// folder), no padding per item, truncated at `max_tokens`.
-    Text {
-        tokenizer: String,
-        max_tokens: usize,
-    },
+impl DType {
+    /// The Open Inference Protocol's name of the type.
+    pub fn oip(self) -> &'static str {
+        match self {
+            Self::Float32 => "FP32",
+            Self::Float64 => "FP64",
+            Self::Int8 => "INT8",
+            Self::Int16 => "INT16",
+            Self::Int32 => "INT32",
+            Self::Int64 => "INT64",
+            Self::Uint8 => "UINT8",
+            Self::Uint16 => "UINT16",
+            Self::Uint32 => "UINT32",
+            Self::Uint64 => "UINT64",
+            Self::Bool => "BOOL",
+        }
+    }
 }
 
 /// Latency measured on this machine by `cocktail profile`.
@@ -248,6 +274,9 @@ impl Zoo {
                     m.class_accuracy.len(),
                     task.labels.len()
                 ));
+            }
+            if let Err(message) = m.preprocess.check(&m.inputs) {
+                return fail(format!("model `{}`: preprocess: {message}", m.name));
             }
             let in_unit = |a: f64| (0.0..=1.0).contains(&a);
             if !in_unit(m.accuracy) || !m.class_accuracy.iter().all(|&a| in_unit(a)) {
@@ -398,7 +427,7 @@ train_examples = 1
 epochs = 1
 accuracy = 0.5
 class_accuracy = [0.5, 0.5]
-inputs = []
+inputs = [{ name = "input_ids", dtype = "int64", shape = [-1, -1] }, { name = "attention_mask", dtype = "int64", shape = [-1, -1] }]
 output = "logits"
 preprocess = { kind = "text", tokenizer = "tok.json", max_tokens = 8 }
 "#,

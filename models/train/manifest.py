@@ -218,8 +218,10 @@ def main():
     fashion, sentiment = training_module("fashion"), training_module("sentiment")
     data = {
         "fashion": (fashion_batches, fashion_labels,
-                    {"kind": "image", "width": 28, "height": 28, "scale": 1 / 255,
-                     "mean": fashion.MEAN, "std": fashion.STD}),
+                    {"kind": "image", "colour": "grey", "input_size": [1, 28, 28],
+                     "interpolation": "bilinear", "crop_pct": 1.0, "crop_mode": "squash",
+                     "mean": [fashion.MEAN], "std": [fashion.STD],
+                     "layout": "nchw", "dtype": "float32"}),
         "sentiment": (lambda: sentiment_batches(texts), sentiment_labels,
                       {"kind": "text", "tokenizer": "sentiment/tokenizer.json",
                        "max_tokens": sentiment.MAX_LEN}),

@@ -20,7 +20,9 @@ const BATCH: usize = 128;
 fn check_task(task: &str) {
     let zoo = Zoo::load(zoo_manifest()).unwrap();
     let test_set = TestSet::load(&zoo, task).unwrap();
-    let recorded = Predictions::load(&zoo.resolve(&zoo.task(task).unwrap().predictions)).unwrap();
+    let recorded =
+        Predictions::load(&zoo.resolve(zoo.task(task).unwrap().predictions.as_deref().unwrap()))
+            .unwrap();
     assert_eq!(
         recorded.len(),
         test_set.len(),
@@ -145,8 +147,10 @@ fn every_task_has_a_varied_zoo() {
 #[test]
 fn a_fast_ensemble_beats_the_best_fast_model() {
     let zoo = Zoo::load(zoo_manifest()).unwrap();
-    let recorded =
-        Predictions::load(&zoo.resolve(&zoo.task("fashion").unwrap().predictions)).unwrap();
+    let recorded = Predictions::load(
+        &zoo.resolve(zoo.task("fashion").unwrap().predictions.as_deref().unwrap()),
+    )
+    .unwrap();
     let latency =
         |m: &cocktail_common::ModelEntry| m.profile.as_ref().unwrap().latency_us(1, 1).unwrap();
     let models: Vec<_> = zoo.models_for("fashion").collect();

@@ -4,31 +4,32 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use cocktail_common::oip::limits::MAX_ITEMS;
-use cocktail_common::oip::tensor::{self, ByteItem, Elements, Output};
+use cocktail_common::oip::tensor::{self, ByteItem, Elements, Output, Typed};
 use cocktail_common::oip::{IMAGE, InferRequest, InferResponse, PIXELS, RequestInput, binary};
-use cocktail_common::testset::GreyImage;
+use cocktail_common::preprocess::PixelType;
+use cocktail_common::zoo::DType;
 
 use crate::preprocess::{
-    ImagePreprocessor, Preprocessor, TextPreprocessor, TokenRow, decode_image, pad,
+    ImagePreprocessor, PixelValues, Preprocessor, TensorRows, TextPreprocessor, TokenRow,
+    decode_image, pad,
 };
 use crate::{Batch, WorkerError};
 
 /// A request's items, ready to join other requests' items in a batch.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prepared {
-    /// `count` normalised images, `count * height * width` values.
-    Images {
-        count: usize,
-        values: Vec<f32>,
-    },
+    /// One tensor's values per image, in the model's layout and type.
+    Images(Vec<PixelValues>),
     Tokens(Vec<TokenRow>),
+    Tensors(TensorRows),
 }
 
 impl Prepared {
     pub fn len(&self) -> usize {
         match self {
-            Self::Images { count, .. } => *count,
+            Self::Images(items) => items.len(),
             Self::Tokens(rows) => rows.len(),
+            Self::Tensors(rows) => rows.count,
         }
     }
 
@@ -40,41 +41,37 @@ impl Prepared {
 /// Joins several requests' items into one batch, in order; token rows are right-padded
 /// with id 0 and mask 0 to the longest.
 pub fn join(parts: &[&Prepared], pre: &Preprocessor) -> Result<Batch, WorkerError> {
+    let mismatch = || WorkerError::invalid("inputs", "rows of another kind of model");
     match pre {
         Preprocessor::Image(image) => {
-            let (h, w) = (image.height as usize, image.width as usize);
-            let mut values = Vec::new();
-            let mut count = 0;
+            let mut items = Vec::new();
             for part in parts {
-                let Prepared::Images {
-                    count: c,
-                    values: v,
-                } = part
-                else {
-                    return Err(WorkerError::invalid(
-                        "inputs",
-                        "text rows for an image model",
-                    ));
+                let Prepared::Images(values) = part else {
+                    return Err(mismatch());
                 };
-                count += c;
-                values.extend_from_slice(v);
+                items.extend(values);
             }
-            let array = ndarray::Array4::from_shape_vec((count, 1, h, w), values)
-                .map_err(|e| WorkerError::Ort(format!("batch shape: {e}")))?;
-            Ok(Batch::Images(array))
+            image.join(&items)
         }
         Preprocessor::Text(_) => {
             let mut rows: Vec<&TokenRow> = Vec::new();
             for part in parts {
                 let Prepared::Tokens(r) = part else {
-                    return Err(WorkerError::invalid(
-                        "inputs",
-                        "image rows for a text model",
-                    ));
+                    return Err(mismatch());
                 };
                 rows.extend(r);
             }
             Ok(pad(&rows))
+        }
+        Preprocessor::Tensor(tensors) => {
+            let mut rows = Vec::new();
+            for part in parts {
+                let Prepared::Tensors(r) = part else {
+                    return Err(mismatch());
+                };
+                rows.push(r);
+            }
+            tensors.join(&rows)
         }
     }
 }
@@ -84,6 +81,7 @@ pub fn prepare(request: &InferRequest, pre: &Preprocessor) -> Result<Prepared, W
     match pre {
         Preprocessor::Image(image) => prepare_images(request, image),
         Preprocessor::Text(text) => prepare_text(request, text),
+        Preprocessor::Tensor(tensors) => Ok(Prepared::Tensors(tensors.prepare(request)?)),
     }
 }
 
@@ -104,19 +102,16 @@ pub fn parse_body(
     Ok((prepare(&request, pre)?, request))
 }
 
-/// One raw image body (PNG or JPEG bytes).
+/// One raw image body (JPEG, PNG, WebP or GIF bytes).
 pub fn prepare_raw_image(bytes: &[u8], pre: &Preprocessor) -> Result<Prepared, WorkerError> {
     let Preprocessor::Image(image) = pre else {
         return Err(WorkerError::invalid(
             "body",
-            "this model takes text; send JSON with a `text` input",
+            "this model takes no images; send OIP JSON with its inputs",
         ));
     };
     let decoded = decode_image(bytes)?;
-    Ok(Prepared::Images {
-        count: 1,
-        values: image.tensor(&[&decoded]).into_raw_vec_and_offset().0,
-    })
+    Ok(Prepared::Images(vec![image.item(&decoded)]))
 }
 
 fn only_input(request: &InferRequest) -> Result<&RequestInput, WorkerError> {
@@ -149,6 +144,10 @@ fn prepare_images(
     pre: &ImagePreprocessor,
 ) -> Result<Prepared, WorkerError> {
     let input = only_input(request)?;
+    let pixel_type = match pre.spec().dtype {
+        PixelType::Float32 => "FP32",
+        PixelType::Uint8 => "UINT8",
+    };
     match (input.name.as_str(), input.datatype.as_str()) {
         (IMAGE, "BYTES") => {
             if input.shape.len() != 1 {
@@ -158,45 +157,58 @@ fn prepare_images(
                 ));
             }
             let n = item_count(&input.shape, "shape")?;
-            let images = tensor::byte_items(input, n)?
+            let items = tensor::byte_items(input, n)?
                 .into_iter()
-                .map(|item| match item {
-                    ByteItem::Raw(bytes) => decode_image(bytes),
-                    ByteItem::Json(text) => {
-                        let bytes = BASE64.decode(text.trim()).map_err(|e| {
-                            WorkerError::invalid("image", format!("not valid base64: {e}"))
-                        })?;
-                        decode_image(&bytes)
-                    }
+                .map(|item| {
+                    let decoded = match item {
+                        ByteItem::Raw(bytes) => decode_image(bytes),
+                        ByteItem::Json(text) => {
+                            let bytes = BASE64.decode(text.trim()).map_err(|e| {
+                                WorkerError::invalid("image", format!("not valid base64: {e}"))
+                            })?;
+                            decode_image(&bytes)
+                        }
+                    }?;
+                    Ok(pre.item(&decoded))
                 })
-                .collect::<Result<Vec<GreyImage>, _>>()?;
-            let refs: Vec<&GreyImage> = images.iter().collect();
-            Ok(Prepared::Images {
-                count: n,
-                values: pre.tensor(&refs).into_raw_vec_and_offset().0,
-            })
+                .collect::<Result<Vec<_>, WorkerError>>()?;
+            Ok(Prepared::Images(items))
         }
-        (PIXELS, "FP32") => {
-            let (h, w) = (i64::from(pre.height), i64::from(pre.width));
+        (PIXELS, datatype) if datatype == pixel_type => {
             let n = item_count(&input.shape, "shape")?;
-            if input.shape != [n as i64, 1, h, w] {
+            let shape = pre.spec().shape(n).map(|d| d as i64);
+            if input.shape != shape {
                 return Err(WorkerError::invalid(
                     "shape",
                     format!(
-                        "FP32 pixels take shape [n, 1, {h}, {w}]; given {:?}",
-                        input.shape
+                        "{pixel_type} pixels take shape [n, {}, {}, {}]; given {:?}",
+                        shape[1], shape[2], shape[3], input.shape
                     ),
                 ));
             }
-            Ok(Prepared::Images {
-                count: n,
-                values: tensor::f32s(input, n * (h * w) as usize)?,
-            })
+            let per_item = pre.item_len();
+            let items = match pre.spec().dtype {
+                PixelType::Float32 => tensor::f32s(input, n * per_item)?
+                    .chunks_exact(per_item)
+                    .map(|c| PixelValues::F32(c.to_vec()))
+                    .collect(),
+                PixelType::Uint8 => {
+                    let Typed::U8(values) = tensor::typed(input, DType::Uint8, n * per_item)?
+                    else {
+                        return Err(WorkerError::invalid("datatype", "pixels must be UINT8"));
+                    };
+                    values
+                        .chunks_exact(per_item)
+                        .map(|c| PixelValues::U8(c.to_vec()))
+                        .collect()
+                }
+            };
+            Ok(Prepared::Images(items))
         }
         (name, datatype) => Err(WorkerError::invalid(
             "inputs",
             format!(
-                "image models take `{IMAGE}` (BYTES: PNG/JPEG, base64 in JSON) or `{PIXELS}` (FP32, normalised); given `{name}` ({datatype})"
+                "image models take `{IMAGE}` (BYTES: JPEG, PNG, WebP or GIF files, base64 in JSON) or `{PIXELS}` ({pixel_type}, prepared as the model's metadata says); given `{name}` ({datatype})"
             ),
         )),
     }
@@ -334,13 +346,20 @@ mod tests {
     use serde_json::Value;
 
     fn image_pre() -> Preprocessor {
-        Preprocessor::Image(ImagePreprocessor {
-            width: 2,
-            height: 2,
-            scale: 1.0,
-            mean: 0.0,
-            std: 1.0,
-        })
+        use cocktail_common::preprocess::{Colour, CropMode, ImageSpec, Interpolation, Layout};
+        Preprocessor::Image(ImagePreprocessor::new(ImageSpec {
+            colour: Colour::Grey,
+            input_size: [1, 2, 2],
+            interpolation: Interpolation::Bilinear,
+            crop_pct: Some(1.0),
+            crop_mode: CropMode::Squash,
+            resize_size: None,
+            scale: Some(1.0),
+            mean: Some(vec![0.0]),
+            std: Some(vec![1.0]),
+            layout: Layout::Nchw,
+            dtype: PixelType::Float32,
+        }))
     }
 
     fn request(inputs: Vec<RequestInput>) -> InferRequest {
@@ -377,10 +396,7 @@ mod tests {
             vec![1, 1, 2, 2],
             serde_json::json!([[[[1, 2], [3, 4]]]]),
         )]);
-        let expected = Prepared::Images {
-            count: 1,
-            values: vec![1.0, 2.0, 3.0, 4.0],
-        };
+        let expected = Prepared::Images(vec![PixelValues::F32(vec![1.0, 2.0, 3.0, 4.0])]);
         assert_eq!(prepare(&flat, &image_pre()).unwrap(), expected);
         assert_eq!(prepare(&nested, &image_pre()).unwrap(), expected);
     }
@@ -388,14 +404,8 @@ mod tests {
     #[test]
     fn join_pads_token_rows_and_keeps_order() {
         let pre = image_pre();
-        let a = Prepared::Images {
-            count: 1,
-            values: vec![0.0; 4],
-        };
-        let b = Prepared::Images {
-            count: 2,
-            values: vec![1.0; 8],
-        };
+        let a = Prepared::Images(vec![PixelValues::F32(vec![0.0; 4])]);
+        let b = Prepared::Images(vec![PixelValues::F32(vec![1.0; 4]); 2]);
         let Batch::Images(images) = join(&[&a, &b], &pre).unwrap() else {
             panic!("images")
         };

@@ -13,7 +13,9 @@ use cocktail_common::batching::{self, BatchPolicy};
 use cocktail_common::catalog::{self, Catalog};
 use cocktail_common::control::Registration;
 use cocktail_common::latency::BatchLatency;
+use cocktail_common::oip::tensor::Typed;
 use cocktail_common::testset::GreyImage;
+use cocktail_common::zoo::DType;
 use cocktail_common::{Input, ModelEntry, Zoo};
 use cocktail_service::net::{self, Net};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -24,7 +26,7 @@ use crate::backend::Backend;
 use crate::batcher::{BatcherHandle, Pace};
 use crate::control::{Control, ControlConfig};
 use crate::http::{AppState, configure, guard};
-use crate::preprocess::Preprocessor;
+use crate::preprocess::{Preprocessor, TensorRows};
 use crate::{OnnxBackend, WorkerError};
 
 /// How a worker runs; `main` fills it from flags and environment.
@@ -234,16 +236,53 @@ impl Worker {
 /// allocates and optimises, which would otherwise cost the first client request its
 /// deadline.
 fn warm_up(backend: &mut dyn Backend, preprocessor: &Preprocessor) -> Result<(), WorkerError> {
-    let input = match preprocessor {
-        Preprocessor::Image(image) => Input::Image(GreyImage {
-            width: image.width,
-            height: image.height,
-            pixels: vec![0; image.width as usize * image.height as usize],
-        }),
-        Preprocessor::Text(_) => Input::Text("A warm-up sentence.".to_owned()),
+    let batch = match preprocessor {
+        Preprocessor::Image(image) => {
+            let (height, width) = image.size();
+            let black = GreyImage {
+                width,
+                height,
+                pixels: vec![0; width as usize * height as usize],
+            };
+            preprocessor.batch(&[Input::Image(black)])?
+        }
+        Preprocessor::Text(_) => {
+            preprocessor.batch(&[Input::Text("A warm-up sentence.".to_owned())])?
+        }
+        Preprocessor::Tensor(tensors) => {
+            let rows = TensorRows {
+                count: 1,
+                values: tensors
+                    .inputs()
+                    .iter()
+                    .map(|i| {
+                        let len = i.shape.iter().skip(1).map(|&d| d.max(1) as usize).product();
+                        zeros(i.dtype, len)
+                    })
+                    .collect(),
+            };
+            tensors.join(&[&rows])?
+        }
     };
-    backend.infer(&preprocessor.batch(&[input])?)?;
+    backend.infer(&batch)?;
     Ok(())
+}
+
+/// `len` zeros of `dtype`.
+fn zeros(dtype: DType, len: usize) -> Typed {
+    match dtype {
+        DType::Float32 => Typed::F32(vec![0.0; len]),
+        DType::Float64 => Typed::F64(vec![0.0; len]),
+        DType::Int8 => Typed::I8(vec![0; len]),
+        DType::Int16 => Typed::I16(vec![0; len]),
+        DType::Int32 => Typed::I32(vec![0; len]),
+        DType::Int64 => Typed::I64(vec![0; len]),
+        DType::Uint8 => Typed::U8(vec![0; len]),
+        DType::Uint16 => Typed::U16(vec![0; len]),
+        DType::Uint32 => Typed::U32(vec![0; len]),
+        DType::Uint64 => Typed::U64(vec![0; len]),
+        DType::Bool => Typed::Bool(vec![false; len]),
+    }
 }
 
 /// The pace of `instance_type` (from the embedded catalog) for `model`'s profile.

@@ -101,8 +101,10 @@ async fn fashion_answers_match_recorded_predictions_in_every_encoding() {
     let models = by_latency(&zoo, "fashion");
     let model = models[models.len() / 2];
     let test_set = TestSet::load(&zoo, "fashion").unwrap();
-    let recorded =
-        Predictions::load(&zoo.resolve(&zoo.task("fashion").unwrap().predictions)).unwrap();
+    let recorded = Predictions::load(
+        &zoo.resolve(zoo.task("fashion").unwrap().predictions.as_deref().unwrap()),
+    )
+    .unwrap();
     let column = recorded.model_index(&model.name).unwrap();
     let worker = WorkerProcess::start(&model.name, &[]).await;
     let client = reqwest::Client::new();
@@ -190,8 +192,16 @@ async fn sentiment_answers_match_recorded_predictions() {
     let zoo = zoo();
     let model = by_latency(&zoo, "sentiment")[0];
     let test_set = TestSet::load(&zoo, "sentiment").unwrap();
-    let recorded =
-        Predictions::load(&zoo.resolve(&zoo.task("sentiment").unwrap().predictions)).unwrap();
+    let recorded = Predictions::load(
+        &zoo.resolve(
+            zoo.task("sentiment")
+                .unwrap()
+                .predictions
+                .as_deref()
+                .unwrap(),
+        ),
+    )
+    .unwrap();
     let column = recorded.model_index(&model.name).unwrap();
     let worker = WorkerProcess::start(&model.name, &[]).await;
     let client = reqwest::Client::new();

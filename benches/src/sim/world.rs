@@ -43,7 +43,7 @@ impl World {
         anyhow::ensure!(!entries.is_empty(), "the zoo has no task `{task}`");
         let models: Vec<String> = entries.iter().map(|m| m.name.clone()).collect();
         let candidates: Vec<Candidate> = entries.iter().copied().map(Candidate::of).collect();
-        let predictions = Predictions::load(&zoo.resolve(&spec.predictions))?;
+        let predictions = Predictions::load(&zoo.resolve(spec.predictions_file(task)?))?;
         let answers = models
             .iter()
             .map(|m| {

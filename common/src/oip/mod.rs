@@ -12,28 +12,33 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-/// The input of encoded images (PNG or JPEG), BYTES `[n]`.
+use crate::preprocess::{ImageSpec, PixelType};
+use crate::zoo::TensorSpec;
+
+/// The input of encoded images (JPEG, PNG, WebP or GIF), BYTES `[n]`.
 pub const IMAGE: &str = "image";
-/// The input of normalised pixels, FP32 `[n, 1, H, W]`.
+/// The input of prepared pixels in the model's layout and type (FP32 normalised, or
+/// UINT8), e.g. `[n, 1, H, W]`.
 pub const PIXELS: &str = "pixels";
 /// The input of UTF-8 texts, BYTES `[n]`.
 pub const TEXT: &str = "text";
 
-/// The two forms an image model or task takes: encoded images, and pixels normalised as
-/// the models expect them (stated in `parameters`, so a client can prepare them).
-pub fn image_inputs(
-    width: u32,
-    height: u32,
-    scale: f32,
-    mean: f32,
-    std: f32,
-) -> Vec<TensorMetadata> {
-    let normalisation = serde_json::json!({
-        "content": "grey pixels p (0-255), each (p * scale - mean) / std, row-major NCHW",
-        "scale": scale,
-        "mean": mean,
-        "std": std,
-    });
+/// The two forms an image model or task takes: encoded images, and pixels prepared as the
+/// model expects them (the manifest's block in `parameters`, so a client can prepare them).
+pub fn image_inputs(spec: &ImageSpec) -> Vec<TensorMetadata> {
+    let shape = spec.shape(1).map(|d| d as i64);
+    let (datatype, content) = match spec.dtype {
+        PixelType::Float32 => (
+            "FP32",
+            "pixels p (0-255) after resize and crop, each (p / 255 - mean) / std per channel (p * scale with `scale`), in `layout`",
+        ),
+        PixelType::Uint8 => ("UINT8", "pixels (0-255) after resize and crop, in `layout`"),
+    };
+    let mut preparation = serde_json::to_value(spec)
+        .ok()
+        .and_then(|v| v.as_object().cloned())
+        .unwrap_or_default();
+    preparation.insert("content".into(), content.into());
     vec![
         TensorMetadata {
             name: IMAGE.into(),
@@ -41,16 +46,29 @@ pub fn image_inputs(
             shape: vec![-1],
             parameters: Some(Map::from_iter([(
                 "content".into(),
-                "PNG or JPEG bytes (base64 strings in JSON, raw with the binary extension)".into(),
+                "JPEG, PNG, WebP or GIF bytes (base64 strings in JSON, raw with the binary extension)".into(),
             )])),
         },
         TensorMetadata {
             name: PIXELS.into(),
-            datatype: "FP32".into(),
-            shape: vec![-1, 1, i64::from(height), i64::from(width)],
-            parameters: normalisation.as_object().cloned(),
+            datatype: datatype.into(),
+            shape: vec![-1, shape[1], shape[2], shape[3]],
+            parameters: Some(preparation),
         },
     ]
+}
+
+/// The model's own inputs, as `kind = "tensor"` and text models take them.
+pub fn tensor_inputs(inputs: &[TensorSpec]) -> Vec<TensorMetadata> {
+    inputs
+        .iter()
+        .map(|i| TensorMetadata {
+            name: i.name.clone(),
+            datatype: i.dtype.oip().into(),
+            shape: i.shape.clone(),
+            parameters: None,
+        })
+        .collect()
 }
 
 /// `POST /v2/models/{model}/infer` request body.

@@ -6,6 +6,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value;
 
 use super::{RequestInput, ResponseOutput};
+use crate::zoo::DType;
 
 /// A request or response the peer got wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -351,6 +352,217 @@ fn fixed<const N: usize, T>(
         .chunks_exact(N)
         .filter_map(|c| c.try_into().ok().map(decode))
         .collect())
+}
+
+/// The elements of a numeric or BOOL tensor of any fixed-size type the project feeds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Typed {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    I8(Vec<i8>),
+    I16(Vec<i16>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+    Bool(Vec<bool>),
+}
+
+impl Typed {
+    /// An empty list of the type of `dtype`.
+    pub fn empty(dtype: DType) -> Self {
+        match dtype {
+            DType::Float32 => Self::F32(Vec::new()),
+            DType::Float64 => Self::F64(Vec::new()),
+            DType::Int8 => Self::I8(Vec::new()),
+            DType::Int16 => Self::I16(Vec::new()),
+            DType::Int32 => Self::I32(Vec::new()),
+            DType::Int64 => Self::I64(Vec::new()),
+            DType::Uint8 => Self::U8(Vec::new()),
+            DType::Uint16 => Self::U16(Vec::new()),
+            DType::Uint32 => Self::U32(Vec::new()),
+            DType::Uint64 => Self::U64(Vec::new()),
+            DType::Bool => Self::Bool(Vec::new()),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Self::F32(v) => v.len(),
+            Self::F64(v) => v.len(),
+            Self::I8(v) => v.len(),
+            Self::I16(v) => v.len(),
+            Self::I32(v) => v.len(),
+            Self::I64(v) => v.len(),
+            Self::U8(v) => v.len(),
+            Self::U16(v) => v.len(),
+            Self::U32(v) => v.len(),
+            Self::U64(v) => v.len(),
+            Self::Bool(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends `other`'s elements; `false` when the types differ.
+    pub fn extend(&mut self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::F32(a), Self::F32(b)) => a.extend_from_slice(b),
+            (Self::F64(a), Self::F64(b)) => a.extend_from_slice(b),
+            (Self::I8(a), Self::I8(b)) => a.extend_from_slice(b),
+            (Self::I16(a), Self::I16(b)) => a.extend_from_slice(b),
+            (Self::I32(a), Self::I32(b)) => a.extend_from_slice(b),
+            (Self::I64(a), Self::I64(b)) => a.extend_from_slice(b),
+            (Self::U8(a), Self::U8(b)) => a.extend_from_slice(b),
+            (Self::U16(a), Self::U16(b)) => a.extend_from_slice(b),
+            (Self::U32(a), Self::U32(b)) => a.extend_from_slice(b),
+            (Self::U64(a), Self::U64(b)) => a.extend_from_slice(b),
+            (Self::Bool(a), Self::Bool(b)) => a.extend_from_slice(b),
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// The elements of a tensor of type `dtype`: exactly `n`, each in the type's range (JSON
+/// numbers must be integers for integer types, `true`/`false` for BOOL).
+pub fn typed(tensor: &impl Tensor, dtype: DType, n: usize) -> Result<Typed, WireError> {
+    if tensor.datatype() != dtype.oip() {
+        return Err(WireError::invalid(
+            "datatype",
+            format!(
+                "of `{}` must be {}; given `{}`",
+                tensor.name(),
+                dtype.oip(),
+                tensor.datatype()
+            ),
+        ));
+    }
+    if let Some(raw) = tensor.raw() {
+        return Ok(match dtype {
+            DType::Float32 => Typed::F32(f32s(tensor, n)?),
+            DType::Float64 => {
+                let v = fixed::<8, f64>(tensor, raw, n, f64::from_le_bytes)?;
+                if v.iter().any(|x| !x.is_finite()) {
+                    return Err(WireError::invalid("data", "numbers must be finite"));
+                }
+                Typed::F64(v)
+            }
+            DType::Int8 => Typed::I8(fixed::<1, i8>(tensor, raw, n, i8::from_le_bytes)?),
+            DType::Int16 => Typed::I16(fixed::<2, i16>(tensor, raw, n, i16::from_le_bytes)?),
+            DType::Int32 => Typed::I32(fixed::<4, i32>(tensor, raw, n, i32::from_le_bytes)?),
+            DType::Int64 => Typed::I64(fixed::<8, i64>(tensor, raw, n, i64::from_le_bytes)?),
+            DType::Uint8 => Typed::U8(fixed::<1, u8>(tensor, raw, n, u8::from_le_bytes)?),
+            DType::Uint16 => Typed::U16(fixed::<2, u16>(tensor, raw, n, u16::from_le_bytes)?),
+            DType::Uint32 => Typed::U32(fixed::<4, u32>(tensor, raw, n, u32::from_le_bytes)?),
+            DType::Uint64 => Typed::U64(fixed::<8, u64>(tensor, raw, n, u64::from_le_bytes)?),
+            DType::Bool => {
+                let bytes = fixed::<1, u8>(tensor, raw, n, u8::from_le_bytes)?;
+                if bytes.iter().any(|&b| b > 1) {
+                    return Err(WireError::invalid("data", "BOOL bytes must be 0 or 1"));
+                }
+                Typed::Bool(bytes.into_iter().map(|b| b == 1).collect())
+            }
+        });
+    }
+    let leaves = json_leaves(tensor.data(), n)?;
+    fn ints<T: TryFrom<i64>>(leaves: &[&Value], kind: &str) -> Result<Vec<T>, WireError> {
+        leaves
+            .iter()
+            .map(|v| {
+                v.as_i64().and_then(|i| T::try_from(i).ok()).ok_or_else(|| {
+                    WireError::invalid(
+                        "data",
+                        format!("{kind} values must be integers in range; given {v}"),
+                    )
+                })
+            })
+            .collect()
+    }
+    let floats = |leaves: &[&Value]| -> Result<Vec<f64>, WireError> {
+        leaves
+            .iter()
+            .map(|v| {
+                v.as_f64().filter(|f| f.is_finite()).ok_or_else(|| {
+                    WireError::invalid("data", format!("must hold finite numbers; given {v}"))
+                })
+            })
+            .collect()
+    };
+    Ok(match dtype {
+        DType::Float32 => Typed::F32(f32s(tensor, n)?),
+        DType::Float64 => Typed::F64(floats(&leaves)?),
+        DType::Int8 => Typed::I8(ints(&leaves, "INT8")?),
+        DType::Int16 => Typed::I16(ints(&leaves, "INT16")?),
+        DType::Int32 => Typed::I32(ints(&leaves, "INT32")?),
+        DType::Int64 => Typed::I64(ints(&leaves, "INT64")?),
+        DType::Uint8 => Typed::U8(ints(&leaves, "UINT8")?),
+        DType::Uint16 => Typed::U16(ints(&leaves, "UINT16")?),
+        DType::Uint32 => Typed::U32(ints(&leaves, "UINT32")?),
+        DType::Uint64 => Typed::U64(
+            leaves
+                .iter()
+                .map(|v| {
+                    v.as_u64().ok_or_else(|| {
+                        WireError::invalid(
+                            "data",
+                            format!("UINT64 values must be integers in range; given {v}"),
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        DType::Bool => Typed::Bool(
+            leaves
+                .iter()
+                .map(|v| {
+                    v.as_bool().ok_or_else(|| {
+                        WireError::invalid(
+                            "data",
+                            format!("BOOL values must be true or false; given {v}"),
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+    })
+}
+
+/// The leaves of JSON `data`, flat or nested: exactly `expected`, none an object or null.
+fn json_leaves(data: &Value, expected: usize) -> Result<Vec<&Value>, WireError> {
+    fn walk<'a>(v: &'a Value, out: &mut Vec<&'a Value>, expected: usize) -> Result<(), WireError> {
+        match v {
+            Value::Array(items) => items.iter().try_for_each(|i| walk(i, out, expected)),
+            Value::Number(_) | Value::Bool(_) if out.len() < expected => {
+                out.push(v);
+                Ok(())
+            }
+            Value::Number(_) | Value::Bool(_) => Err(WireError::invalid(
+                "data",
+                format!("holds more than the {expected} elements its shape says"),
+            )),
+            _ => Err(WireError::invalid(
+                "data",
+                "must hold only numbers or booleans",
+            )),
+        }
+    }
+    if !data.is_array() {
+        return Err(WireError::invalid("data", "must be an array"));
+    }
+    let mut out = Vec::with_capacity(expected);
+    walk(data, &mut out, expected)?;
+    if out.len() != expected {
+        return Err(WireError::invalid(
+            "data",
+            format!("holds {} elements; shape says {expected}", out.len()),
+        ));
+    }
+    Ok(out)
 }
 
 /// Number of leaves of a (possibly nested) array; `None` when `data` is not an array.

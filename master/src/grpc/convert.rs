@@ -2,7 +2,7 @@
 //! place master errors become gRPC statuses.
 
 use bytes::Bytes;
-use cocktail_common::oip::tensor::{bytes_raw, f32_raw, i64_raw};
+use cocktail_common::oip::tensor::{bytes_raw, f32_raw, f64_raw, i64_raw};
 use cocktail_common::oip::{
     InferRequest, InferResponse, ModelMetadata, RequestInput, RequestedOutput, binary,
 };
@@ -46,7 +46,7 @@ pub fn infer_request(
                     ));
                 }
                 (Some(bytes), None) => bytes,
-                (None, Some(contents)) => typed(&input.datatype, contents),
+                (None, Some(contents)) => typed(&input.name, &input.datatype, contents)?,
                 (None, None) => Bytes::new(),
             };
             Ok(RequestInput {
@@ -81,14 +81,48 @@ pub fn infer_request(
 }
 
 /// Typed contents in raw form; the types the master takes, others left empty (so the
-/// element count names the mistake).
-fn typed(datatype: &str, contents: InferTensorContents) -> Bytes {
-    match datatype {
-        "FP32" => f32_raw(&contents.fp32_contents),
-        "INT64" => i64_raw(&contents.int64_contents),
-        "BYTES" => bytes_raw(contents.bytes_contents.iter().map(|b| &b[..])),
-        _ => Bytes::new(),
+/// element count names the mistake). INT8/INT16 and UINT8/UINT16 travel widened to 32
+/// bits in gRPC; a value outside its type is refused, never wrapped.
+fn typed(name: &str, datatype: &str, contents: InferTensorContents) -> Result<Bytes, MasterError> {
+    fn narrow<W: Copy + std::fmt::Display, T: TryFrom<W>, const N: usize>(
+        name: &str,
+        datatype: &str,
+        values: &[W],
+        bytes: fn(T) -> [u8; N],
+    ) -> Result<Bytes, MasterError> {
+        let mut out = Vec::with_capacity(values.len() * N);
+        for &v in values {
+            let t = T::try_from(v).map_err(|_| {
+                MasterError::invalid(
+                    "contents",
+                    format!("of `{name}` holds {v}, outside {datatype}"),
+                )
+            })?;
+            out.extend_from_slice(&bytes(t));
+        }
+        Ok(out.into())
     }
+    let c = &contents;
+    Ok(match datatype {
+        "FP32" => f32_raw(&c.fp32_contents),
+        "FP64" => f64_raw(&c.fp64_contents),
+        "INT64" => i64_raw(&c.int64_contents),
+        "INT32" => narrow::<i32, i32, 4>(name, datatype, &c.int_contents, i32::to_le_bytes)?,
+        "INT16" => narrow::<i32, i16, 2>(name, datatype, &c.int_contents, i16::to_le_bytes)?,
+        "INT8" => narrow::<i32, i8, 1>(name, datatype, &c.int_contents, i8::to_le_bytes)?,
+        "UINT64" => narrow::<u64, u64, 8>(name, datatype, &c.uint64_contents, u64::to_le_bytes)?,
+        "UINT32" => narrow::<u32, u32, 4>(name, datatype, &c.uint_contents, u32::to_le_bytes)?,
+        "UINT16" => narrow::<u32, u16, 2>(name, datatype, &c.uint_contents, u16::to_le_bytes)?,
+        "UINT8" => narrow::<u32, u8, 1>(name, datatype, &c.uint_contents, u8::to_le_bytes)?,
+        "BOOL" => c
+            .bool_contents
+            .iter()
+            .map(|&b| u8::from(b))
+            .collect::<Vec<u8>>()
+            .into(),
+        "BYTES" => bytes_raw(c.bytes_contents.iter().map(|b| &b[..])),
+        _ => Bytes::new(),
+    })
 }
 
 fn parameters(
@@ -254,6 +288,61 @@ mod tests {
         assert_eq!(parameters[binary::BINARY_DATA_OUTPUT], true);
         assert_eq!(form.outputs.unwrap()[0].name, "class");
         assert_eq!(form.id, None);
+    }
+
+    #[test]
+    fn typed_contents_of_every_type_become_little_endian_bytes() {
+        let contents = |f: fn(&mut InferTensorContents)| {
+            let mut c = InferTensorContents::default();
+            f(&mut c);
+            c
+        };
+        let cases: Vec<(&str, InferTensorContents, Vec<u8>)> = vec![
+            (
+                "INT8",
+                contents(|c| c.int_contents = vec![-1, 2]),
+                vec![0xFF, 2],
+            ),
+            (
+                "INT16",
+                contents(|c| c.int_contents = vec![-2]),
+                vec![0xFE, 0xFF],
+            ),
+            (
+                "UINT8",
+                contents(|c| c.uint_contents = vec![255, 0]),
+                vec![255, 0],
+            ),
+            (
+                "UINT64",
+                contents(|c| c.uint64_contents = vec![1]),
+                1_u64.to_le_bytes().to_vec(),
+            ),
+            (
+                "FP64",
+                contents(|c| c.fp64_contents = vec![0.5]),
+                0.5_f64.to_le_bytes().to_vec(),
+            ),
+            (
+                "BOOL",
+                contents(|c| c.bool_contents = vec![true, false]),
+                vec![1, 0],
+            ),
+        ];
+        for (datatype, c, expected) in cases {
+            assert_eq!(
+                typed("t", datatype, c).unwrap().to_vec(),
+                expected,
+                "{datatype}"
+            );
+        }
+        let error = typed("t", "INT8", contents(|c| c.int_contents = vec![300]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("`contents`") && error.contains("300") && error.contains("INT8"),
+            "{error}"
+        );
     }
 
     #[test]

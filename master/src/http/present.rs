@@ -95,18 +95,13 @@ pub fn task_metadata(table: &TaskTable) -> ModelMetadata {
         parameters: None,
     };
     let inputs = match &table.preprocess {
-        Preprocess::Image {
-            width,
-            height,
-            scale,
-            mean,
-            std,
-        } => oip::image_inputs(*width, *height, *scale, *mean, *std),
+        Preprocess::Image(spec) => oip::image_inputs(spec),
         Preprocess::Text { .. } => vec![
             tensor(oip::TEXT, "BYTES", vec![-1]),
             tensor("input_ids", "INT64", vec![-1, -1]),
             tensor("attention_mask", "INT64", vec![-1, -1]),
         ],
+        Preprocess::Tensor => oip::tensor_inputs(&table.inputs),
     };
     let classes = table.labels.len() as i64;
     ModelMetadata {

@@ -366,9 +366,10 @@ fn flag(parameters: &Map<String, Value>, field: &str) -> Result<bool, MasterErro
 fn check_inputs(task: &TaskTable, inputs: &[RequestInput]) -> Result<usize, MasterError> {
     let expected = match task.kind {
         InputKind::Image => {
-            "`image` (BYTES: PNG/JPEG, base64 in JSON) or `pixels` (FP32 [n,1,H,W], normalised as the task's metadata says)"
+            "`image` (BYTES: JPEG, PNG, WebP or GIF, base64 in JSON) or `pixels` (prepared as the task's metadata says)"
         }
         InputKind::Text => "`text` (BYTES, UTF-8) or `input_ids` and `attention_mask` (INT64)",
+        InputKind::Tensor => "the models' input tensors, as the task's metadata lists them",
     };
     let first = inputs.first().ok_or_else(|| {
         MasterError::invalid("inputs", format!("must not be empty; expected {expected}"))
@@ -376,8 +377,15 @@ fn check_inputs(task: &TaskTable, inputs: &[RequestInput]) -> Result<usize, Mast
     let items = batch(first)?;
     for input in inputs {
         let allowed = match (task.kind, input.name.as_str(), input.datatype.as_str()) {
-            (InputKind::Image, IMAGE, "BYTES") | (InputKind::Image, PIXELS, "FP32") => {
+            (InputKind::Image, IMAGE, "BYTES") | (InputKind::Image, PIXELS, "FP32" | "UINT8") => {
                 inputs.len() == 1
+            }
+            (InputKind::Tensor, name, datatype) => {
+                inputs.len() == task.inputs.len()
+                    && task
+                        .inputs
+                        .iter()
+                        .any(|i| i.name == name && i.dtype.oip() == datatype)
             }
             (InputKind::Text, TEXT, "BYTES") => inputs.len() == 1,
             (InputKind::Text, "input_ids" | "attention_mask", "INT64") => inputs.len() == 2,
@@ -477,6 +485,12 @@ pub fn single_item_input(
         }
         (InputKind::Text, SingleItem::Image(_)) => {
             return Err(MasterError::invalid("text", "is required for a text task"));
+        }
+        (InputKind::Tensor, _) => {
+            return Err(MasterError::invalid(
+                "inputs",
+                "a tensor task takes its input tensors through /v2/models/{task}/infer",
+            ));
         }
     };
     Ok(RequestInput {

@@ -357,6 +357,7 @@ mod tests {
                 tokenizer: "t.json".into(),
                 max_tokens: 8,
             },
+            inputs: Vec::new(),
             labels: vec!["a".into(), "b".into()],
             models: (0..n).map(|m| format!("m{m}")).collect(),
             candidates,

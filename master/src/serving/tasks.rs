@@ -4,6 +4,7 @@
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 
+use cocktail_common::zoo::TensorSpec;
 use cocktail_common::{Predictions, Preprocess, Zoo};
 
 use cocktail_policy::estimate::Recorded;
@@ -15,6 +16,8 @@ use cocktail_policy::voting::ClassWeights;
 pub enum InputKind {
     Image,
     Text,
+    /// The models' own input tensors (`kind = "tensor"`), as [`TaskTable::inputs`] lists.
+    Tensor,
 }
 
 #[derive(Debug)]
@@ -24,6 +27,8 @@ pub struct TaskTable {
     /// How the task's models prepare their input (the first model's; the zoo's models of
     /// a task share it), stated in the task's metadata.
     pub preprocess: Preprocess,
+    /// The first model's input tensors (what a tensor task's requests carry).
+    pub inputs: Vec<TensorSpec>,
     pub labels: Vec<String>,
     /// Model names; every per-model vector below uses the same index.
     pub models: Vec<String>,
@@ -64,8 +69,9 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64, latency_scale: f64) -> BTreeMap<St
             continue;
         };
         let kind = match first.preprocess {
-            Preprocess::Image { .. } => InputKind::Image,
+            Preprocess::Image(_) => InputKind::Image,
             Preprocess::Text { .. } => InputKind::Text,
+            Preprocess::Tensor => InputKind::Tensor,
         };
         let candidates = models
             .iter()
@@ -73,7 +79,10 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64, latency_scale: f64) -> BTreeMap<St
             .collect();
         let class_accuracy: Vec<Vec<f64>> =
             models.iter().map(|m| m.class_accuracy.clone()).collect();
-        let recorded = match Predictions::load(&zoo.resolve(&spec.predictions)) {
+        let recorded = match spec
+            .predictions_file(name)
+            .and_then(|file| Predictions::load(&zoo.resolve(file)))
+        {
             Ok(p) => Some(
                 Recorded::new(
                     models
@@ -98,6 +107,7 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64, latency_scale: f64) -> BTreeMap<St
                 name: name.clone(),
                 kind,
                 preprocess: first.preprocess.clone(),
+                inputs: first.inputs.clone(),
                 labels: spec.labels.clone(),
                 models: models.iter().map(|m| m.name.clone()).collect(),
                 accuracy: models.iter().map(|m| m.accuracy).collect(),

@@ -279,8 +279,10 @@ async fn on_2000_labelled_images_the_ensemble_beats_the_best_single_candidate() 
     // The best single candidate on the same items, from the recorded predictions (which
     // the workers reproduce exactly; see the worker tests).
     let zoo = Zoo::load(zoo_manifest()).unwrap();
-    let recorded =
-        Predictions::load(&zoo.resolve(&zoo.task("fashion").unwrap().predictions)).unwrap();
+    let recorded = Predictions::load(
+        &zoo.resolve(zoo.task("fashion").unwrap().predictions.as_deref().unwrap()),
+    )
+    .unwrap();
     let single = |model: &str| {
         let m = recorded.model_index(model).unwrap();
         (0..ITEMS)

@@ -193,8 +193,10 @@ async fn measured_selection_chooses_what_greedy_selection_says_on_the_shadowed_i
             ..Candidate::of(m)
         })
         .collect();
-    let recorded =
-        Predictions::load(&zoo.resolve(&zoo.task("fashion").unwrap().predictions)).unwrap();
+    let recorded = Predictions::load(
+        &zoo.resolve(zoo.task("fashion").unwrap().predictions.as_deref().unwrap()),
+    )
+    .unwrap();
     let mut buffer = Buffer::default();
     for (i, &label) in labels.iter().enumerate() {
         buffer.push(Labelled {

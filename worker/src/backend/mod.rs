@@ -3,6 +3,7 @@
 
 mod onnx;
 
+use cocktail_common::oip::tensor::Typed;
 use ndarray::{Array2, Array4, ArrayView1};
 
 use crate::WorkerError;
@@ -12,12 +13,21 @@ pub use onnx::OnnxBackend;
 /// Model-ready tensors for several items.
 #[derive(Debug, Clone)]
 pub enum Batch {
-    /// `[batch, 1, height, width]`, already normalised.
+    /// Normalised pixels in the model's layout (`[batch, C, H, W]` or `[batch, H, W, C]`).
     Images(Array4<f32>),
-    /// Right-padded WordPiece ids and their mask, both `[batch, seq]`.
+    /// 8-bit pixels in the model's layout, for graphs that normalise inside.
+    ImagesU8(Array4<u8>),
+    /// Right-padded token ids and their mask, both `[batch, seq]`; a model that also
+    /// takes `token_type_ids` gets zeros of the same shape (one segment per item).
     Tokens {
         input_ids: Array2<i64>,
         attention_mask: Array2<i64>,
+    },
+    /// The model's own input tensors (`kind = "tensor"`), in manifest order: each its
+    /// shape (batch axis first) and its elements.
+    Tensors {
+        items: usize,
+        inputs: Vec<(Vec<usize>, Typed)>,
     },
 }
 
@@ -26,7 +36,9 @@ impl Batch {
     pub fn len(&self) -> usize {
         match self {
             Self::Images(images) => images.shape()[0],
+            Self::ImagesU8(images) => images.shape()[0],
             Self::Tokens { input_ids, .. } => input_ids.nrows(),
+            Self::Tensors { items, .. } => *items,
         }
     }
 

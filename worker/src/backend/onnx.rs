@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::path::Path;
 
+use cocktail_common::oip::tensor::Typed;
 use cocktail_common::{ModelEntry, Zoo, zoo::DType};
 use ndarray::{Array2, Ix2};
 use ort::session::{Session, SessionInputValue, builder::GraphOptimizationLevel};
@@ -88,11 +89,25 @@ impl OnnxBackend {
     fn bind<'a>(
         &self,
         batch: &'a Batch,
+        zeros: &'a mut Option<Array2<i64>>,
     ) -> Result<Vec<(Cow<'static, str>, SessionInputValue<'a>)>, WorkerError> {
+        let cannot = |name: &str| WorkerError::ModelMismatch {
+            model: self.model.name.clone(),
+            message: format!("cannot feed input `{name}` from this batch"),
+        };
+        if let Batch::Tokens { input_ids, .. } = batch
+            && self.model.inputs.iter().any(|i| i.name == "token_type_ids")
+        {
+            *zeros = Some(Array2::zeros(input_ids.raw_dim()));
+        }
+        let zeros: &'a Option<Array2<i64>> = zeros;
         let mut bound = Vec::with_capacity(self.model.inputs.len());
-        for input in &self.model.inputs {
+        for (index, input) in self.model.inputs.iter().enumerate() {
             let value: SessionInputValue<'a> = match (batch, input.dtype, input.name.as_str()) {
                 (Batch::Images(images), DType::Float32, _) => {
+                    TensorRef::from_array_view(images.view())?.into()
+                }
+                (Batch::ImagesU8(images), DType::Uint8, _) => {
                     TensorRef::from_array_view(images.view())?.into()
                 }
                 (Batch::Tokens { input_ids, .. }, DType::Int64, "input_ids") => {
@@ -101,17 +116,45 @@ impl OnnxBackend {
                 (Batch::Tokens { attention_mask, .. }, DType::Int64, "attention_mask") => {
                     TensorRef::from_array_view(attention_mask.view())?.into()
                 }
-                _ => {
-                    return Err(WorkerError::ModelMismatch {
-                        model: self.model.name.clone(),
-                        message: format!("cannot feed input `{}` from this batch", input.name),
-                    });
+                (Batch::Tokens { .. }, DType::Int64, "token_type_ids") => {
+                    let Some(zeros) = zeros else {
+                        return Err(cannot(&input.name));
+                    };
+                    TensorRef::from_array_view(zeros.view())?.into()
                 }
+                (Batch::Tensors { inputs, .. }, _, _) => {
+                    let Some((shape, values)) = inputs.get(index) else {
+                        return Err(cannot(&input.name));
+                    };
+                    typed_value(shape, values)?
+                }
+                _ => return Err(cannot(&input.name)),
             };
             bound.push((Cow::Owned(input.name.clone()), value));
         }
         Ok(bound)
     }
+}
+
+/// A borrowed ONNX tensor of any element type the project feeds.
+fn typed_value<'a>(
+    shape: &[usize],
+    values: &'a Typed,
+) -> Result<SessionInputValue<'a>, WorkerError> {
+    let shape = shape.to_vec();
+    Ok(match values {
+        Typed::F32(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
+        Typed::F64(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
+        Typed::I8(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
+        Typed::I16(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
+        Typed::I32(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
+        Typed::I64(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
+        Typed::U8(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
+        Typed::U16(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
+        Typed::U32(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
+        Typed::U64(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
+        Typed::Bool(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
+    })
 }
 
 impl Backend for OnnxBackend {
@@ -122,8 +165,16 @@ impl Backend for OnnxBackend {
     }
 
     fn infer(&mut self, batch: &Batch) -> Result<Probabilities, WorkerError> {
+        Ok(Probabilities::from_logits(self.logits(batch)?))
+    }
+}
+
+impl OnnxBackend {
+    /// The model's raw output `[batch, classes]` for the batch (before the softmax).
+    pub fn logits(&mut self, batch: &Batch) -> Result<Array2<f32>, WorkerError> {
         let n = batch.len();
-        let inputs = self.bind(batch)?;
+        let mut zeros = None;
+        let inputs = self.bind(batch, &mut zeros)?;
         let outputs = self.session.run(inputs)?;
         let Some(logits) = outputs.get(&self.model.output) else {
             return Err(WorkerError::Ort(format!(
@@ -142,6 +193,6 @@ impl Backend for OnnxBackend {
                 self.classes
             )));
         }
-        Ok(Probabilities::from_logits(Array2::from(logits.to_owned())))
+        Ok(Array2::from(logits.to_owned()))
     }
 }

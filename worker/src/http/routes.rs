@@ -12,7 +12,6 @@ use cocktail_common::oip::{self, binary};
 use cocktail_common::oip::{
     ErrorBody, InferRequest, InferResponse, ModelMetadata, ServerMetadata, TensorMetadata,
 };
-use cocktail_common::zoo::DType;
 use cocktail_service::surface::{endpoint, not_found, oip_body};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
@@ -131,28 +130,9 @@ pub async fn model_metadata(
     }
     let m = &state.model;
     let inputs = match &*state.preprocessor {
-        Preprocessor::Image(image) => oip::image_inputs(
-            image.width,
-            image.height,
-            image.scale,
-            image.mean,
-            image.std,
-        ),
+        Preprocessor::Image(image) => oip::image_inputs(image.spec()),
         Preprocessor::Text(_) => {
-            let datatype = |d: DType| match d {
-                DType::Float32 => "FP32",
-                DType::Int64 => "INT64",
-            };
-            let mut inputs: Vec<TensorMetadata> = m
-                .inputs
-                .iter()
-                .map(|i| TensorMetadata {
-                    name: i.name.clone(),
-                    datatype: datatype(i.dtype).into(),
-                    shape: i.shape.clone(),
-                    parameters: None,
-                })
-                .collect();
+            let mut inputs = oip::tensor_inputs(&m.inputs);
             inputs.push(TensorMetadata {
                 name: oip::TEXT.into(),
                 datatype: "BYTES".into(),
@@ -161,6 +141,7 @@ pub async fn model_metadata(
             });
             inputs
         }
+        Preprocessor::Tensor(tensors) => oip::tensor_inputs(tensors.inputs()),
     };
     let classes = state.labels.len() as i64;
     Ok(HttpResponse::Ok().json(ModelMetadata {

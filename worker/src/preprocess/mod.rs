@@ -1,11 +1,19 @@
-//! Raw inputs to model tensors, exactly as the training scripts prepared them.
+//! Raw inputs to model tensors, exactly as the training pipelines prepared them: one
+//! implementation for the worker, `cocktail profile` and the zoo tests.
 
+pub mod geometry;
 mod image;
+pub mod resample;
+mod tensor;
 mod text;
 
 use cocktail_common::{Input, ModelEntry, Preprocess, Zoo};
 
-pub use self::image::{ImagePreprocessor, MAX_IMAGE_SIDE, decode_image};
+pub use self::image::{
+    DecodedImage, ImagePreprocessor, MAX_IMAGE_SIDE, PixelValues, decode_image, to_channels,
+};
+pub use self::resample::Pixels;
+pub use self::tensor::{TensorPreprocessor, TensorRows};
 pub use self::text::{TextPreprocessor, TokenRow, pad};
 use crate::{Batch, WorkerError};
 
@@ -14,24 +22,20 @@ use crate::{Batch, WorkerError};
 pub enum Preprocessor {
     Image(ImagePreprocessor),
     Text(Box<TextPreprocessor>),
+    Tensor(TensorPreprocessor),
 }
 
 impl Preprocessor {
     pub fn for_model(zoo: &Zoo, model: &ModelEntry) -> Result<Self, WorkerError> {
+        model
+            .preprocess
+            .check(&model.inputs)
+            .map_err(|message| WorkerError::ModelMismatch {
+                model: model.name.clone(),
+                message: format!("preprocess: {message}"),
+            })?;
         Ok(match &model.preprocess {
-            Preprocess::Image {
-                width,
-                height,
-                scale,
-                mean,
-                std,
-            } => Self::Image(ImagePreprocessor {
-                width: *width,
-                height: *height,
-                scale: *scale,
-                mean: *mean,
-                std: *std,
-            }),
+            Preprocess::Image(spec) => Self::Image(ImagePreprocessor::new(spec.clone())),
             Preprocess::Text {
                 tokenizer,
                 max_tokens,
@@ -39,23 +43,25 @@ impl Preprocessor {
                 &zoo.resolve(tokenizer),
                 *max_tokens,
             )?)),
+            Preprocess::Tensor => Self::Tensor(TensorPreprocessor::new(model.inputs.clone())),
         })
     }
 
-    /// Turns several inputs into one batch. Every input must be of the model's kind.
+    /// Turns several test-set inputs into one batch. Every input must be of the model's
+    /// kind; tensor models have no raw inputs.
     pub fn batch(&self, inputs: &[Input]) -> Result<Batch, WorkerError> {
         match self {
             Self::Image(pre) => {
                 let images = inputs
                     .iter()
                     .map(|input| match input {
-                        Input::Image(image) => Ok(image),
+                        Input::Image(image) => Ok(Pixels::from(image)),
                         Input::Text(_) => {
                             Err(WorkerError::invalid("text", "this model takes images"))
                         }
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                Ok(Batch::Images(pre.tensor(&images)))
+                pre.tensor(&images.iter().collect::<Vec<_>>())
             }
             Self::Text(pre) => {
                 let texts = inputs
@@ -69,6 +75,10 @@ impl Preprocessor {
                     .collect::<Result<Vec<_>, _>>()?;
                 pre.batch(&texts)
             }
+            Self::Tensor(_) => Err(WorkerError::invalid(
+                "inputs",
+                "this model takes tensors, not images or text",
+            )),
         }
     }
 }
