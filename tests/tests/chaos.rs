@@ -40,11 +40,12 @@ const MODELS: &[&str] = &[
 ];
 /// 20 % of the instances, the two most used by the Strict mix.
 const KILLED: &[&str] = &["cnn_wide", "resnet"];
-const SEED: u64 = 5;
+/// The run: 20 req/s of the Strict mix for 60 s, seed 7, the kills 20 s in.
+const SEED: u64 = 7;
 const RATE: f64 = 20.0;
-const SECONDS: usize = 30;
+const SECONDS: usize = 60;
 /// A third of the way in.
-const FAULT_AT: Duration = Duration::from_secs(10);
+const FAULT_AT: Duration = Duration::from_secs(20);
 const REPLACED_WITHIN: Duration = Duration::from_secs(15);
 
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -62,9 +63,6 @@ async fn managed_master(extra: &[&str]) -> Process {
         "1",
         "--models",
         &MODELS.join(","),
-        // Debug builds of ten workers on two cores: room for the machine's own hiccups.
-        "--deadline-grace-ms",
-        "200",
     ]
     .iter()
     .map(|s| (*s).to_owned())
@@ -178,9 +176,12 @@ async fn killing_a_fifth_of_the_workers_fails_no_request_and_they_are_replaced()
     let mut old = Vec::new();
     for model in KILLED {
         old.push(ids_of(&url, model).await);
+        // Every instance of the pool: the controller may have scaled it out by now.
         let pids = worker_pids(&url, model);
-        assert_eq!(pids.len(), 1, "one {model} worker: {pids:?}");
-        signal(pids[0], Signal::SIGKILL);
+        assert!(!pids.is_empty(), "a {model} worker");
+        for pid in pids {
+            signal(pid, Signal::SIGKILL);
+        }
     }
     let killed_at = Instant::now();
     let mut times = Vec::new();
@@ -248,10 +249,7 @@ async fn a_hung_worker_is_taken_out_of_rotation_and_replaced() {
 async fn a_master_killed_under_load_gets_its_workers_back() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let port = free_port().to_string();
-    let args: Vec<String> = ["--port", &port, "--deadline-grace-ms", "200"]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
+    let args: Vec<String> = ["--port", &port].iter().map(|s| (*s).to_owned()).collect();
     let mut master = Process::start("cocktail-master", &args).await;
     let url = master.url.clone();
     let mut workers = Vec::new();

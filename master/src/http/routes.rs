@@ -204,7 +204,10 @@ pub async fn task_ready(
 /// members predicted slower are not chosen, members not back by then do not vote, and a
 /// later answer is an SLO violation, `latency_met: false`) and `accuracy` (required),
 /// `objective` (`accuracy` or `latency`),
-/// `label` (one per item, to learn from) and `scheme` (`weighted`, `majority`, `average`).
+/// `label` (one per item, to learn from), `scheme` (`weighted`, `majority`, `average`),
+/// `models` (pins the ensemble: comma-separated model names, each served by a worker)
+/// and `strict_deadline` (true: no late answer when no member is back by `latency_ms`;
+/// by default the first late answer is taken, `latency_met: false`).
 /// Triton's binary tensor extension is spoken both ways (`Inference-Header-Content-Length`).
 #[utoipa::path(post, path = "/v2/models/{task}/infer", security(("api_key" = [])),
     params(("task" = String, Path, description = "A task this master serves"),
@@ -213,7 +216,7 @@ pub async fn task_ready(
         (InferRequest = "application/json"),
         (cocktail_service::surface::BinaryTensors = "application/octet-stream"))),
     responses((status = 401, description = "With `--api-keys`: no or an unknown key", body = ErrorBody),
-        (status = 429, description = "With `--api-keys`: the key is over its requests per second", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
+        (status = 429, description = "Overloaded: a member's pool has more calls queued than it can start within `latency_ms` (`error_type` `overloaded`), or, with `--api-keys`, the key is over its requests per second (`rate_limited`)", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
         (status = 200, description = "Outputs `class`, `label`, `scores` (those asked for); `parameters` holds the models, votes, weights, cache hit, degraded flag and interval. Binary outputs (asked with `binary_data`) follow the JSON, as in the request",
             content((InferResponse = "application/json"), (cocktail_service::surface::BinaryTensors = "application/octet-stream")),
             headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"),
@@ -279,7 +282,7 @@ fn timed(started: Instant, answer: &Answer, header: Option<usize>) -> HttpRespon
         (ClassifyRequest = "application/json"),
         (ClassifyForm = "multipart/form-data"))),
     responses((status = 401, description = "With `--api-keys`: no or an unknown key", body = ErrorBody),
-        (status = 429, description = "With `--api-keys`: the key is over its requests per second", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
+        (status = 429, description = "Overloaded: a member's pool has more calls queued than it can start within `latency_ms` (`error_type` `overloaded`), or, with `--api-keys`, the key is over its requests per second (`rate_limited`)", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
         (status = 200, description = "The class of the one item, with the votes", body = Classified,
             headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"))),
         (status = 400, description = "Malformed body", body = ErrorBody),
@@ -633,7 +636,7 @@ pub async fn mix_decisions(
         (status = 200, description = "Cost in USD", body = CostReport),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody)))]
 pub async fn cost(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse> {
-    Ok(HttpResponse::Ok().json(state.controller()?.cost().await))
+    Ok(HttpResponse::Ok().json(state.controller()?.cost().await?))
 }
 
 #[utoipa::path(get, path = "/metrics", responses((status = 401, description = "A caller beyond this host without the admin token", body = ErrorBody),

@@ -102,7 +102,7 @@ pub struct ItemVote {
 }
 
 /// The fields of `/v1/classify`, in JSON or as form parts; any other is refused.
-pub const CLASSIFY_FIELDS: [&str; 9] = [
+pub const CLASSIFY_FIELDS: [&str; 11] = [
     "task",
     "image",
     "text",
@@ -111,6 +111,8 @@ pub const CLASSIFY_FIELDS: [&str; 9] = [
     "objective",
     "label",
     "scheme",
+    "models",
+    "strict_deadline",
     "id",
 ];
 
@@ -145,6 +147,14 @@ pub struct ClassifyRequest {
     pub label: Option<Value>,
     /// The voting scheme for this request (default `majority`, the vote selection estimates).
     pub scheme: Option<SchemeName>,
+    /// Pins the ensemble: these models (comma-separated, or an array of names), each
+    /// served by some worker, vote as named; no selection, no substitutes, and the
+    /// request teaches selection nothing.
+    #[schema(value_type = Option<Value>)]
+    pub models: Option<Value>,
+    /// When true, members not back by `latency_ms` are not waited for even when none is
+    /// (the request then fails with 502); by default the first late answer is taken.
+    pub strict_deadline: Option<bool>,
     /// The id to answer with (and to give feedback on); generated when absent.
     pub id: Option<String>,
 }
@@ -164,12 +174,15 @@ pub struct ClassifyForm {
     pub text: Option<String>,
     #[schema(exclusive_minimum = 0.0, maximum = 60000.0)]
     pub latency_ms: f64,
-    #[schema(minimum = 0.0, maximum = 1.0)]
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub accuracy: f64,
     pub objective: Option<ObjectiveName>,
     /// A class index or label name.
     pub label: Option<String>,
     pub scheme: Option<SchemeName>,
+    /// Model names, comma-separated.
+    pub models: Option<String>,
+    pub strict_deadline: Option<bool>,
     pub id: Option<String>,
 }
 

@@ -1,4 +1,4 @@
-//! The request path (DESIGN.md): constraint key → ensemble (in-process table, then the
+//! The request path (docs/design.md): constraint key → ensemble (in-process table, then the
 //! shared cache, then O1) → fan-out to the members' pools with a deadline → per-item
 //! vote → labels (real, or pseudo from the full candidate set) → O2 at interval ends.
 
@@ -19,7 +19,7 @@ use crate::error::{MasterError, MemberFailure};
 use crate::serving::answer::{self, Answer, Returns};
 use crate::serving::cache::{CachedSelection, SharedCache};
 use crate::serving::dispatch::{MemberError, call_member};
-use crate::serving::failover::{Call, Slot, Spares, serve_slot};
+use crate::serving::failover::{Call, Slot, Spares, Waiting, gather};
 use crate::serving::registry::{Registry, Speed};
 use crate::serving::request::ValidRequest;
 use crate::serving::state::{Answered, ConstraintKey, Ensembles, KeyState, Recent};
@@ -34,14 +34,16 @@ use cocktail_policy::voting::{BatchOutcome, Scheme, Voter, vote_batch};
 struct Resolved {
     task: Arc<TaskTable>,
     key: ConstraintKey,
-    state: Arc<Mutex<KeyState>>,
+    /// The constraint's selection; `None` for a pinned ensemble, which learns nothing.
+    state: Option<Arc<Mutex<KeyState>>>,
     cache_hit: bool,
     members: Vec<usize>,
     generation: u64,
-    /// When the answer is due: `latency_ms` (plus the grace) after arrival.
-    due: Instant,
-    /// When the request stops waiting for its members: `due`, or later when none of them
-    /// is predicted to answer in time ([`response::wait_ms`]).
+    /// When the answer is due and whether to wait past it for every member.
+    waiting: Waiting,
+    /// When every member call ends: [`response::LATE_LIMIT_MS`] after arrival at the
+    /// earliest, so that members late for `due` still give an answer when none is back
+    /// in time; `due` itself under `strict_deadline`.
     deadline: Instant,
 }
 
@@ -335,7 +337,10 @@ impl Master {
         request: ValidRequest,
     ) -> Result<Answer, MasterError> {
         let started = Instant::now();
-        let resolved = self.resolve(task_name, &request).await?;
+        let resolved = match &request.pinned {
+            Some(members) => self.resolve_pinned(task_name, &request, members)?,
+            None => self.resolve(task_name, &request).await?,
+        };
         let waiting = Instant::now();
         let slots = self.dispatch(&resolved, &request).await;
         let wait = waiting.elapsed();
@@ -343,7 +348,7 @@ impl Master {
         // A member missed when it gave no answer in time, or answered only after the
         // answer was due (a request that waited for late members).
         self.usage.record(slots.iter().flat_map(|slot| {
-            let late = slot.finished > resolved.due;
+            let late = slot.finished > resolved.waiting.due;
             let answered = slot.answer.as_ref().ok().map(|(m, _)| (*m, late));
             slot.failures
                 .iter()
@@ -451,38 +456,133 @@ impl Master {
                 &self.served_with(&task, false),
             ));
         }
-        // The answer is due `latency_ms` after the request arrived: members answer by
-        // then (plus the grace, 0 unless configured) or are left out of the vote; when
-        // none is predicted to answer in time, the request waits for their late answer.
-        let latency_ms = request.constraint.latency_ms;
-        let grace_ms = self.config.deadline_grace.as_secs_f64() * 1e3;
-        let due = started + Duration::from_secs_f64((latency_ms + grace_ms) / 1e3);
-        let deadline = started
-            + Duration::from_secs_f64(response::wait_ms(latency_ms, grace_ms, none_fits) / 1e3);
+        self.admit(&task, &members, &request.constraint)?;
+        let (waiting, deadline) = self.timing(started, request, none_fits);
         Ok(Resolved {
             task,
             key,
-            state,
+            state: Some(state),
             cache_hit,
             members,
             generation,
-            due,
+            waiting,
             deadline,
         })
+    }
+
+    /// A pinned ensemble (`models`), served as named once every member has a worker.
+    fn resolve_pinned(
+        &self,
+        task_name: &str,
+        request: &ValidRequest,
+        members: &[usize],
+    ) -> Result<Resolved, MasterError> {
+        let started = Instant::now();
+        let task = Arc::clone(self.task(task_name)?);
+        if let Some(&idle) = members
+            .iter()
+            .find(|&&m| !self.registry.serves(&task.models[m]))
+        {
+            let served: Vec<&String> = task
+                .models
+                .iter()
+                .filter(|m| self.registry.serves(m))
+                .collect();
+            return Err(MasterError::invalid(
+                "models",
+                format!(
+                    "`{}` has no worker serving it now; served: {served:?}",
+                    task.models[idle]
+                ),
+            ));
+        }
+        self.admit(&task, members, &request.constraint)?;
+        let (waiting, deadline) = self.timing(started, request, false);
+        Ok(Resolved {
+            key: ConstraintKey::new(task_name, &request.constraint),
+            task,
+            state: None,
+            cache_hit: false,
+            members: members.to_vec(),
+            generation: 0,
+            waiting,
+            deadline,
+        })
+    }
+
+    /// Admission under overload: a request is refused at once (429, `Retry-After`) when
+    /// some member's pool has so many calls queued that this one would wait longer than
+    /// the whole latency target for a slot. Admitted requests then keep their latency,
+    /// and the client learns at once that it should back off.
+    fn admit(
+        &self,
+        task: &TaskTable,
+        members: &[usize],
+        constraint: &Constraint,
+    ) -> Result<(), MasterError> {
+        let target = Duration::from_secs_f64(constraint.latency_ms / 1e3);
+        for &m in members {
+            let model = &task.models[m];
+            let Some(backlog) = self.registry.pool(model).and_then(|p| p.backlog()) else {
+                continue;
+            };
+            if backlog.wait > target {
+                metrics::counter!("cocktail_master_shed_total", "model" => model.clone())
+                    .increment(1);
+                return Err(MasterError::Overloaded {
+                    model: model.clone(),
+                    queued: backlog.queued,
+                    slots: backlog.slots,
+                    wait_ms: backlog.wait.as_secs_f64() * 1e3,
+                    latency_ms: constraint.latency_ms,
+                    retry_after: backlog.wait.max(Duration::from_secs(1)),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// When a request arriving at `started` is due, and when its member calls end. The
+    /// answer is due `latency_ms` (plus the grace, 0 unless configured) after arrival,
+    /// with the members back by then. When none is back, the request takes the first late
+    /// answer within [`response::LATE_LIMIT_MS`] of arrival rather than fail, unless the
+    /// client asked for `strict_deadline`. When no member is predicted to answer in time
+    /// (`none_fits`), it waits that long for all of them.
+    fn timing(
+        &self,
+        started: Instant,
+        request: &ValidRequest,
+        none_fits: bool,
+    ) -> (Waiting, Instant) {
+        let latency_ms = request.constraint.latency_ms;
+        let grace_ms = self.config.deadline_grace.as_secs_f64() * 1e3;
+        let due_ms = latency_ms + grace_ms;
+        let until_ms = if request.strict_deadline {
+            due_ms
+        } else {
+            response::wait_ms(latency_ms, grace_ms, true)
+        };
+        let at = |ms: f64| started + Duration::from_secs_f64(ms / 1e3);
+        let waiting = Waiting {
+            due: at(due_ms),
+            all: none_fits && !request.strict_deadline,
+        };
+        (waiting, at(until_ms))
     }
 
     /// Every member's call, each with its failover to substitutes and its hedge.
     #[tracing::instrument(skip_all, fields(members = resolved.members.len()))]
     async fn dispatch(&self, resolved: &Resolved, request: &ValidRequest) -> Vec<Slot> {
-        let spares = Spares::new({
-            let s = resolved.state.lock();
+        // A pinned ensemble is served as named: no member stands in for another.
+        let spares = Spares::new(resolved.state.as_ref().map_or_else(Vec::new, |state| {
+            let s = state.lock();
             selection::substitutes(
                 &resolved.task.candidates,
                 &s.pool,
                 &resolved.members,
                 &s.constraint,
             )
-        });
+        }));
         let call = Call {
             client: &self.client,
             registry: &self.registry,
@@ -492,13 +592,7 @@ impl Master {
             items: request.items,
             hedge_min: self.config.hedge_min,
         };
-        join_all(
-            resolved
-                .members
-                .iter()
-                .map(|&m| serve_slot(call, m, &spares)),
-        )
-        .await
+        gather(call, &resolved.members, &spares, resolved.waiting).await
     }
 
     /// What the request teaches: the window of its constraint and the class weights,
@@ -511,9 +605,12 @@ impl Master {
         outcome: &BatchOutcome,
         id: &str,
     ) {
+        let Some(state) = &resolved.state else {
+            return;
+        };
         let record = Answered {
             task: Arc::clone(&resolved.task),
-            state: Arc::clone(&resolved.state),
+            state: Arc::clone(state),
             generation: resolved.generation,
             // A substitute's answer is not its member's: the member's slot learns nothing.
             member_classes: resolved
@@ -539,7 +636,7 @@ impl Master {
                 self.recent.remember(id.to_owned(), record);
             }
         }
-        self.revisit(&resolved.task, &resolved.key, &resolved.state);
+        self.revisit(&resolved.task, &resolved.key, state);
     }
 
     /// O2 at the end of the key's interval; a change is published to the shared cache.
