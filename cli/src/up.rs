@@ -47,6 +47,8 @@ pub struct UpArgs {
 pub fn run(zoo_path: Option<&Path>, ort_lib: Option<&Path>, args: &UpArgs) -> anyhow::Result<()> {
     let zoo_path = Zoo::locate(zoo_path)?;
     let zoo = Zoo::load(&zoo_path)?;
+    // The same file check as `cocktail zoo check`, before any process starts.
+    zoo.check_files()?;
     let models: Vec<String> = if args.models.is_empty() {
         zoo.models().iter().map(|m| m.name.clone()).collect()
     } else {

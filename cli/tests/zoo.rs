@@ -1,0 +1,609 @@
+//! `cocktail zoo init | add | check`, run as a user would: the real binary on a zoo built
+//! in a temporary folder from the project's own ONNX files and label files. A command
+//! that fails must name the file and the fix and leave the folder byte-identical.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "an integration test fails by panicking, with the value that was wrong"
+)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cocktail_common::Preprocess;
+use cocktail_common::zoo::TensorSpec;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The ONNX Runtime library: ORT_DYLIB_PATH, else the setup script's `.deps/`.
+fn ort_lib() -> PathBuf {
+    let path = std::env::var_os("ORT_DYLIB_PATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            workspace().join(".deps/onnxruntime/onnxruntime/capi/libonnxruntime.so.1.31.1")
+        });
+    assert!(
+        path.is_file(),
+        "ONNX Runtime not at {}: run scripts/setup.sh or set ORT_DYLIB_PATH",
+        path.display()
+    );
+    path
+}
+
+struct TempZoo {
+    dir: PathBuf,
+}
+
+impl TempZoo {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("cocktail-zoo-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self { dir }
+    }
+
+    fn manifest(&self) -> PathBuf {
+        self.dir.join("zoo.toml")
+    }
+
+    /// Runs `cocktail --zoo DIR/zoo.toml ARGS` from the temporary folder.
+    fn run(&self, args: &[&str]) -> Output {
+        let manifest = self.manifest();
+        let ort = ort_lib();
+        let mut all = vec![
+            "--zoo",
+            manifest.to_str().unwrap(),
+            "--ort-lib",
+            ort.to_str().unwrap(),
+        ];
+        all.extend_from_slice(args);
+        Command::new(env!("CARGO_BIN_EXE_cocktail"))
+            .current_dir(&self.dir)
+            .args(all)
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?} failed: {stderr}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Every file of the folder and its bytes.
+    fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
+        std::fs::read_dir(&self.dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// Runs a command that must fail, leave the folder as it was, and say all of `says`.
+    fn refuses(&self, args: &[&str], says: &[&str]) -> String {
+        let before = self.snapshot();
+        let out = self.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        for s in says {
+            assert!(stderr.contains(s), "{args:?}: `{s}` not in: {stderr}");
+        }
+        let after = self.snapshot();
+        assert_eq!(
+            before.keys().collect::<Vec<_>>(),
+            after.keys().collect::<Vec<_>>(),
+            "{args:?} changed the folder's files"
+        );
+        assert!(before == after, "{args:?} changed a file's bytes");
+        stderr
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn entry(&self, name: &str) -> toml::Table {
+        entry(&self.manifest(), name)
+    }
+}
+
+impl Drop for TempZoo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn manifest_table(path: &Path) -> toml::Table {
+    std::fs::read_to_string(path).unwrap().parse().unwrap()
+}
+
+fn entry(manifest: &Path, name: &str) -> toml::Table {
+    let doc = manifest_table(manifest);
+    doc["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_table().unwrap())
+        .find(|m| m["name"].as_str() == Some(name))
+        .unwrap_or_else(|| panic!("no model `{name}` in {}", manifest.display()))
+        .clone()
+}
+
+fn labels(manifest: &Path, task: &str) -> Vec<String> {
+    manifest_table(manifest)["tasks"][task]["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The fields `add` reads from the file and the config: they must equal the project's
+/// hand-checked entry.
+fn assert_same_block(got: &toml::Table, want: &toml::Table) {
+    for key in ["sha256", "output"] {
+        assert_eq!(got[key], want[key], "{key}");
+    }
+    let inputs = |t: &toml::Table| -> Vec<TensorSpec> { t["inputs"].clone().try_into().unwrap() };
+    assert_eq!(inputs(got), inputs(want));
+    let pre = |t: &toml::Table| -> Preprocess { t["preprocess"].clone().try_into().unwrap() };
+    assert_eq!(pre(got), pre(want));
+}
+
+const FASHION: &str =
+    "T-shirt/top\nTrouser\nPullover\nDress\nCoat\nSandal\nShirt\nSneaker\nBag\nAnkle boot\n";
+
+#[test]
+fn init_reads_each_label_format_and_adds_tasks() {
+    let zoo = TempZoo::new("init");
+    let dir = zoo.dir.to_str().unwrap().to_owned();
+    // One class per line.
+    let text = zoo.write("fashion.txt", FASHION);
+    zoo.ok(&[
+        "zoo",
+        "init",
+        &dir,
+        "--task",
+        "fashion",
+        "--labels",
+        text.to_str().unwrap(),
+    ]);
+    assert_eq!(labels(&zoo.manifest(), "fashion")[9], "Ankle boot");
+    // A user's comment survives later writes.
+    let with_comment = format!(
+        "# my zoo\n{}",
+        std::fs::read_to_string(zoo.manifest()).unwrap()
+    );
+    std::fs::write(zoo.manifest(), with_comment).unwrap();
+    // timm's config.json: WordNet ids in label_names, readable names in descriptions.
+    let config = workspace().join("models/imagenet/efficientnet_lite0.config.json");
+    zoo.ok(&[
+        "zoo",
+        "init",
+        &dir,
+        "--task",
+        "imagenet",
+        "--labels",
+        config.to_str().unwrap(),
+    ]);
+    let imagenet = labels(&zoo.manifest(), "imagenet");
+    let hand = labels(&workspace().join("models/imagenet/zoo.toml"), "imagenet");
+    assert_eq!(imagenet.len(), 1000);
+    assert_eq!(&imagenet[..3], ["tench", "goldfish", "great white shark"]);
+    // Two pairs of ImageNet classes share a name (crane, maillot): they get their
+    // WordNet id, where the hand-written manifest says e.g. "crane bird" and "crane".
+    let differ: Vec<(&String, &String)> =
+        imagenet.iter().zip(&hand).filter(|(a, b)| a != b).collect();
+    assert_eq!(differ.len(), 4, "{differ:?}");
+    assert_eq!(imagenet[134], "crane (n02012849)");
+    assert_eq!(imagenet[517], "crane (n03126707)");
+    // TorchServe's index_to_name.json, both spellings.
+    let ts = zoo.write(
+        "index_to_name.json",
+        r#"{"1": ["n01443537", "goldfish"], "0": ["n01440764", "tench"], "2": ["n01484850", "great white shark"]}"#,
+    );
+    zoo.ok(&[
+        "zoo",
+        "init",
+        &dir,
+        "--task",
+        "fish",
+        "--labels",
+        ts.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        labels(&zoo.manifest(), "fish"),
+        ["tench", "goldfish", "great white shark"]
+    );
+    let ts2 = zoo.write("plain_index.json", r#"{"0": "cat", "1": "dog"}"#);
+    zoo.ok(&[
+        "zoo",
+        "init",
+        &dir,
+        "--task",
+        "pets",
+        "--labels",
+        ts2.to_str().unwrap(),
+    ]);
+    assert_eq!(labels(&zoo.manifest(), "pets"), ["cat", "dog"]);
+    let text = std::fs::read_to_string(zoo.manifest()).unwrap();
+    assert!(text.starts_with("# my zoo\n"), "{text}");
+    assert!(
+        text.find("[tasks.fashion]") < text.find("[tasks.pets]"),
+        "{text}"
+    );
+
+    // Refusals leave everything as it was.
+    zoo.refuses(
+        &[
+            "zoo",
+            "init",
+            &dir,
+            "--task",
+            "pets",
+            "--labels",
+            ts2.to_str().unwrap(),
+        ],
+        &["already has task `pets`", "another --task"],
+    );
+    let gap = zoo.write("gap.json", r#"{"0": "cat", "2": "dog"}"#);
+    zoo.refuses(
+        &[
+            "zoo",
+            "init",
+            &dir,
+            "--task",
+            "gap",
+            "--labels",
+            gap.to_str().unwrap(),
+        ],
+        &["gap.json", "1 is missing"],
+    );
+    let dup = zoo.write("dup.txt", "cat\ndog\ncat\n");
+    zoo.refuses(
+        &[
+            "zoo",
+            "init",
+            &dir,
+            "--task",
+            "dup",
+            "--labels",
+            dup.to_str().unwrap(),
+        ],
+        &["dup.txt", "`cat` twice"],
+    );
+    let broken = zoo.write("broken.json", r#"{"label_names": ["a", "b""#);
+    zoo.refuses(
+        &[
+            "zoo",
+            "init",
+            &dir,
+            "--task",
+            "broken",
+            "--labels",
+            broken.to_str().unwrap(),
+        ],
+        &["broken.json", "does not parse"],
+    );
+    zoo.refuses(
+        &[
+            "zoo",
+            "init",
+            &dir,
+            "--task",
+            "none",
+            "--labels",
+            "/nonexistent/labels.txt",
+        ],
+        &["/nonexistent/labels.txt"],
+    );
+}
+
+#[test]
+fn add_imagenet_model_from_its_timm_config_gives_the_hand_written_block() {
+    let zoo = TempZoo::new("imagenet");
+    let dir = zoo.dir.to_str().unwrap().to_owned();
+    let imagenet = workspace().join("models/imagenet");
+    for name in ["efficientnet_lite0", "efficientnet_lite1"] {
+        let config = imagenet.join(format!("{name}.config.json"));
+        let config = config.to_str().unwrap();
+        if name == "efficientnet_lite0" {
+            zoo.ok(&[
+                "zoo", "init", &dir, "--task", "imagenet", "--labels", config,
+            ]);
+        }
+        let model = imagenet.join(format!("{name}.onnx"));
+        let said = zoo.ok(&[
+            "zoo",
+            "add",
+            model.to_str().unwrap(),
+            "--task",
+            "imagenet",
+            "--preprocess-from",
+            config,
+            "--accuracy",
+            "0.75",
+        ]);
+        assert!(said.contains(&format!("added `{name}`")), "{said}");
+        assert_same_block(&zoo.entry(name), &entry(&imagenet.join("zoo.toml"), name));
+        assert!(zoo.dir.join(format!("{name}.onnx")).is_file());
+    }
+    let said = zoo.ok(&["zoo", "check"]);
+    assert!(said.contains("2 model(s), all files present"), "{said}");
+    // The same name again is refused.
+    let model = imagenet.join("efficientnet_lite0.onnx");
+    zoo.refuses(
+        &[
+            "zoo",
+            "add",
+            model.to_str().unwrap(),
+            "--task",
+            "imagenet",
+            "--kind",
+            "tensor",
+            "--accuracy",
+            "0.5",
+        ],
+        &["already has a model `efficientnet_lite0`", "--name"],
+    );
+}
+
+#[test]
+fn add_fashion_model_from_flags_gives_the_projects_block() {
+    let zoo = TempZoo::new("fashion");
+    let dir = zoo.dir.to_str().unwrap().to_owned();
+    let text = zoo.write("fashion.txt", FASHION);
+    zoo.ok(&[
+        "zoo",
+        "init",
+        &dir,
+        "--task",
+        "fashion",
+        "--labels",
+        text.to_str().unwrap(),
+    ]);
+    let lenet = workspace().join("models/fashion/lenet.onnx");
+    zoo.ok(&[
+        "zoo",
+        "add",
+        lenet.to_str().unwrap(),
+        "--task",
+        "fashion",
+        "--colour",
+        "grey",
+        "--interpolation",
+        "bilinear",
+        "--crop-pct",
+        "1",
+        "--crop-mode",
+        "squash",
+        "--mean",
+        "0.286",
+        "--std",
+        "0.353",
+        "--accuracy",
+        "0.8469",
+    ]);
+    assert_same_block(
+        &zoo.entry("lenet"),
+        &entry(&workspace().join("models/zoo.toml"), "lenet"),
+    );
+    let got = zoo.entry("lenet");
+    assert_eq!(got["class_accuracy"].as_array().unwrap().len(), 10);
+    // The layout comes from the shape [-1, 1, 28, 28]; a wrong size is refused by the
+    // worker's own check, naming the flag.
+    zoo.refuses(
+        &[
+            "zoo",
+            "add",
+            lenet.to_str().unwrap(),
+            "--task",
+            "fashion",
+            "--name",
+            "lenet32",
+            "--input-size",
+            "1,32,32",
+            "--mean",
+            "0.286",
+            "--std",
+            "0.353",
+            "--accuracy",
+            "0.8",
+        ],
+        &["lenet.onnx", "[1, 32, 32]", "--input-size"],
+    );
+    // No preprocessing at all: say what to pass.
+    zoo.refuses(
+        &[
+            "zoo",
+            "add",
+            lenet.to_str().unwrap(),
+            "--task",
+            "fashion",
+            "--name",
+            "bare",
+            "--accuracy",
+            "0.8",
+        ],
+        &["lenet.onnx", "--preprocess-from", "--kind tensor"],
+    );
+    zoo.ok(&["zoo", "check"]);
+}
+
+#[test]
+fn bad_models_are_refused_naming_the_file_and_the_fix() {
+    let zoo = TempZoo::new("bad");
+    let dir = zoo.dir.to_str().unwrap().to_owned();
+    let text = zoo.write("fashion.txt", FASHION);
+    zoo.ok(&[
+        "zoo",
+        "init",
+        &dir,
+        "--task",
+        "fashion",
+        "--labels",
+        text.to_str().unwrap(),
+    ]);
+    let three = zoo.write("three.txt", "a\nb\nc\n");
+    zoo.ok(&[
+        "zoo",
+        "init",
+        &dir,
+        "--task",
+        "three",
+        "--labels",
+        three.to_str().unwrap(),
+    ]);
+    let flags = ["--mean", "0.286", "--std", "0.353", "--accuracy", "0.8"];
+    let add = |model: &Path, task: &str, extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = ["zoo", "add", model.to_str().unwrap(), "--task", task]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let as_str = |v: &[String]| -> Vec<String> { v.to_vec() };
+
+    // Two outputs of width 10: pass --output.
+    let two = workspace().join("cli/tests/data/two_outputs.onnx");
+    let args = add(&two, "fashion", &["--kind", "tensor", "--accuracy", "0.5"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    zoo.refuses(
+        &args,
+        &[
+            "two_outputs.onnx",
+            "`logits`",
+            "`embedding`",
+            "--output NAME",
+        ],
+    );
+    let mut with_output = as_str(&add(
+        &two,
+        "fashion",
+        &["--kind", "tensor", "--accuracy", "0.5"],
+    ));
+    with_output.extend(["--output".into(), "logits".into()]);
+    let with_output: Vec<&str> = with_output.iter().map(String::as_str).collect();
+    zoo.ok(&with_output);
+    assert_eq!(zoo.entry("two_outputs")["output"].as_str(), Some("logits"));
+    assert_eq!(
+        zoo.entry("two_outputs")["preprocess"]["kind"].as_str(),
+        Some("tensor")
+    );
+
+    // Labels that disagree with the output's width.
+    let lenet = workspace().join("models/fashion/lenet.onnx");
+    let args = add(&lenet, "three", &flags);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    zoo.refuses(
+        &args,
+        &["lenet.onnx", "[batch, 3]", "`logits` [-1, 10]", "labels"],
+    );
+
+    // A corrupt ONNX file: the first kilobyte of a real one.
+    let cut = zoo.dir.join("cut.onnx");
+    std::fs::write(&cut, &std::fs::read(&lenet).unwrap()[..1024]).unwrap();
+    let args = add(&cut, "fashion", &flags);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    zoo.refuses(
+        &args,
+        &["cut.onnx", "not a model ONNX Runtime can load", "re-export"],
+    );
+
+    // A missing file.
+    let missing = zoo.dir.join("nowhere.onnx");
+    let args = add(&missing, "fashion", &flags);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    zoo.refuses(&args, &["nowhere.onnx", "does not exist"]);
+
+    // An unknown task.
+    let args = add(&lenet, "birds", &flags);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    zoo.refuses(&args, &["no task `birds`", "cocktail zoo init"]);
+}
+
+#[test]
+fn check_names_what_to_fix_and_up_refuses_the_same() {
+    let zoo = TempZoo::new("check");
+    let dir = zoo.dir.to_str().unwrap().to_owned();
+    let text = zoo.write("fashion.txt", FASHION);
+    zoo.ok(&[
+        "zoo",
+        "init",
+        &dir,
+        "--task",
+        "fashion",
+        "--labels",
+        text.to_str().unwrap(),
+    ]);
+    for name in ["lenet", "linear"] {
+        let model = workspace().join(format!("models/fashion/{name}.onnx"));
+        zoo.ok(&[
+            "zoo",
+            "add",
+            model.to_str().unwrap(),
+            "--task",
+            "fashion",
+            "--colour",
+            "grey",
+            "--mean",
+            "0.286",
+            "--std",
+            "0.353",
+            "--accuracy",
+            "0.8",
+        ]);
+    }
+    zoo.ok(&["zoo", "check"]);
+    // Break it three ways: a file replaced, a file gone, an output renamed.
+    std::fs::copy(zoo.dir.join("linear.onnx"), zoo.dir.join("lenet.onnx")).unwrap();
+    std::fs::remove_file(zoo.dir.join("linear.onnx")).unwrap();
+    let text = std::fs::read_to_string(zoo.manifest()).unwrap();
+    std::fs::write(
+        zoo.manifest(),
+        text.replace("output = \"logits\"", "output = \"probs\""),
+    )
+    .unwrap();
+    let out = zoo.run(&["zoo", "check"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    for says in [
+        "model `lenet`: `",
+        "lenet.onnx` has sha256",
+        "re-add the model",
+        "model `linear`: file `",
+        "linear.onnx` is missing",
+        "has no output `probs`",
+        "set `output` to the logits output",
+    ] {
+        assert!(stdout.contains(says), "`{says}` not in: {stdout}");
+    }
+    assert!(stderr.contains("3 problem(s)"), "{stderr}");
+    // `cocktail up` runs the same file check before starting anything.
+    let out = zoo.run(&["up"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for says in [
+        "2 problem(s)",
+        "cocktail zoo check",
+        "linear.onnx` is missing",
+    ] {
+        assert!(stderr.contains(says), "`{says}` not in: {stderr}");
+    }
+}
