@@ -6,6 +6,7 @@
 
 mod add;
 mod check;
+mod evaluate;
 mod labels;
 mod model;
 mod preprocess;
@@ -36,6 +37,9 @@ enum ZooCommand {
     Add(Box<AddArgs>),
     /// Validate the manifest and the files it names; prints what to fix.
     Check,
+    /// Run every model of a task over a labelled set (ImageFolder, or CSV/TSV with `text`
+    /// and `label`); write accuracies and recorded answers.
+    Evaluate(evaluate::EvaluateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -56,6 +60,7 @@ pub fn run(zoo: Option<&Path>, ort_lib: Option<&Path>, args: &ZooArgs) -> anyhow
         ZooCommand::Init(init) => run_init(init),
         ZooCommand::Add(add) => add::run(&Zoo::locate(zoo)?, ort_lib, add),
         ZooCommand::Check => check::run(&Zoo::locate(zoo)?, ort_lib),
+        ZooCommand::Evaluate(evaluate) => evaluate::run(&Zoo::locate(zoo)?, ort_lib, evaluate),
     }
 }
 
