@@ -14,7 +14,8 @@ classes right, and every answer consistent (types, shapes, `label` naming `class
 
 The contract checked (the master's side of issue 19):
 - inputs `image` BYTES [n] (PNG bytes; base64 strings in JSON), `pixels` FP32 [n,1,28,28]
-  (`(p*scale - mean)/std`, stated in the HTTP model metadata `inputs[].parameters`),
+  (`(p / 255 - mean) / std`, or `p * scale` when `scale` is given, per channel, stated in
+  the HTTP model metadata `inputs[].parameters` as the manifest's preprocess block),
   `text` BYTES [n] (UTF-8);
 - request parameters `latency_ms` and `accuracy`; outputs `class` INT64 [n], `label` BYTES
   [n], `scores` FP64 [n, classes], binary or JSON as asked, only the ones asked for;
@@ -200,16 +201,20 @@ class Checks:
                         stated = tensor.get("parameters") or {}
             except Exception:  # noqa: BLE001 -- http.metadata reports why
                 pass
-            if all(isinstance(stated.get(k), (int, float)) for k in ("scale", "mean", "std")):
-                self._normalisation = (stated["scale"], stated["mean"], stated["std"], "metadata")
+            if all(isinstance(stated.get(k), list) for k in ("mean", "std")):
+                self._normalisation = (stated.get("scale"), stated["mean"][0], stated["std"][0],
+                                       "metadata")
             else:
                 p = self.preprocess
-                self._normalisation = (p["scale"], p["mean"], p["std"], "zoo.toml")
+                self._normalisation = (p.get("scale"), p["mean"][0], p["std"][0], "zoo.toml")
         return self._normalisation
 
     def pixels(self):
         scale, mean, std, source = self.normalisation()
-        tensor = (self.fashion.items.astype(np.float32) * scale - mean) / std
+        items = self.fashion.items.astype(np.float32)
+        # torchvision's ToTensor divides by 255; a block with `scale` multiplies instead.
+        scaled = items / np.float32(255) if scale is None else items * np.float32(scale)
+        tensor = (scaled - np.float32(mean)) / np.float32(std)
         return tensor.astype(np.float32).reshape(ITEMS, 1, 28, 28), source
 
     def inputs(self, module, kind, binary):
@@ -263,18 +268,18 @@ class Checks:
         check_model_metadata(fashion, "fashion", len(self.fashion.labels), image=True)
         pixels = next(t for t in fashion["inputs"] if t["name"] == "pixels")
         stated = pixels.get("parameters") or {}
-        for key in ("scale", "mean", "std"):
+        for key in ("mean", "std", "input_size"):
             expect(
-                isinstance(stated.get(key), (int, float)),
+                isinstance(stated.get(key), list),
                 f"`pixels` metadata does not state `{key}` in its parameters: {pixels}",
             )
-        expect(stated["std"] > 0, f"`pixels` std is {stated['std']}")
+        expect(all(s > 0 for s in stated["std"]), f"`pixels` std is {stated['std']}")
         sentiment = self.http.get_model_metadata("sentiment", headers=self.headers)
         check_model_metadata(sentiment, "sentiment", len(self.sentiment.labels), image=False)
         return (
             f"server {server['name']} {server.get('version')} extensions "
-            f"{server['extensions']}; pixels scale {stated['scale']} mean {stated['mean']} "
-            f"std {stated['std']}"
+            f"{server['extensions']}; pixels scale {stated.get('scale', '1/255')} mean "
+            f"{stated['mean']} std {stated['std']}"
         )
 
     def http_infer(self, kind, binary):

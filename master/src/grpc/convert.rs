@@ -291,6 +291,61 @@ mod tests {
     }
 
     #[test]
+    fn typed_contents_of_every_type_become_little_endian_bytes() {
+        let contents = |f: fn(&mut InferTensorContents)| {
+            let mut c = InferTensorContents::default();
+            f(&mut c);
+            c
+        };
+        let cases: Vec<(&str, InferTensorContents, Vec<u8>)> = vec![
+            (
+                "INT8",
+                contents(|c| c.int_contents = vec![-1, 2]),
+                vec![0xFF, 2],
+            ),
+            (
+                "INT16",
+                contents(|c| c.int_contents = vec![-2]),
+                vec![0xFE, 0xFF],
+            ),
+            (
+                "UINT8",
+                contents(|c| c.uint_contents = vec![255, 0]),
+                vec![255, 0],
+            ),
+            (
+                "UINT64",
+                contents(|c| c.uint64_contents = vec![1]),
+                1_u64.to_le_bytes().to_vec(),
+            ),
+            (
+                "FP64",
+                contents(|c| c.fp64_contents = vec![0.5]),
+                0.5_f64.to_le_bytes().to_vec(),
+            ),
+            (
+                "BOOL",
+                contents(|c| c.bool_contents = vec![true, false]),
+                vec![1, 0],
+            ),
+        ];
+        for (datatype, c, expected) in cases {
+            assert_eq!(
+                typed("t", datatype, c).unwrap().to_vec(),
+                expected,
+                "{datatype}"
+            );
+        }
+        let error = typed("t", "INT8", contents(|c| c.int_contents = vec![300]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("`contents`") && error.contains("300") && error.contains("INT8"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn raw_contents_must_match_the_inputs() {
         let request = ModelInferRequest {
             inputs: vec![InferInputTensor::default(), InferInputTensor::default()],
