@@ -12,11 +12,12 @@
     reason = "an integration test fails by panicking, with the value that was wrong"
 )]
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cocktail_benches::loadgen::{self, LoadReport, LoadgenConfig};
 use cocktail_benches::process::{command_lines, flag};
-use cocktail_benches::workload::Mix;
+use cocktail_benches::workload::{ConstraintType, Mix};
 use cocktail_common::Zoo;
 use cocktail_tests::cluster::{
     Mongo, Process, Redis, Signal, decisions, eventually, free_port, serving_workers, signal,
@@ -89,6 +90,20 @@ async fn load(url: &str, seconds: usize) -> LoadReport {
     loadgen::run_zoo(&zoo, &config).await.unwrap()
 }
 
+/// [`load`] with the constraint types of an earlier run, so that two runs compare the
+/// same requests (the types come from what a master predicts, which varies a little).
+async fn load_types(url: &str, seconds: usize, types: &[ConstraintType]) -> LoadReport {
+    let zoo = Zoo::load(zoo_manifest()).unwrap();
+    let config = LoadgenConfig {
+        grace_ms: 200.0,
+        ..LoadgenConfig::steady(url, "fashion", RATE, seconds, Mix::Strict, SEED)
+    };
+    let (inputs, labels) = loadgen::inputs(&zoo, "fashion").unwrap();
+    loadgen::run(&config, types, Arc::new(inputs), Arc::new(labels), None)
+        .await
+        .unwrap()
+}
+
 /// The pids of the `cocktail-worker` processes serving `model` for the master at
 /// `master_url` (by their command lines, so only this test's workers match).
 fn worker_pids(master_url: &str, model: &str) -> Vec<i32> {
@@ -141,6 +156,30 @@ async fn health_decisions(url: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Each constraint's final ensemble, for the printout.
+async fn ensembles(url: &str) -> String {
+    let listed: Value = cocktail_tests::cluster::admin_client()
+        .get(format!("{url}/v1/ensembles"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    listed["ensembles"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "{}: {} (generation {})",
+                e["key"], e["members"], e["generation"]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn summary(name: &str, report: &LoadReport) -> String {
     format!(
         "{name}: sent {}, failed {} {:?}, degraded {}, accuracy {:.4}, accuracy met {:.4}, models/request {:.2}, p50 {:.1} ms, p99 {:.1} ms",
@@ -159,9 +198,20 @@ fn summary(name: &str, report: &LoadReport) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_fifth_of_the_workers_fails_no_request_and_they_are_replaced() {
     let _turn = ONE_AT_A_TIME.lock().await;
-    let clean = {
+    let (clean, types) = {
         let master = managed_master(&[]).await;
-        load(&master.url, SECONDS).await
+        let zoo = Zoo::load(zoo_manifest()).unwrap();
+        let config = LoadgenConfig::steady(&master.url, "fashion", RATE, 1, Mix::Strict, SEED);
+        let types = loadgen::types_from_master(&zoo, &config, 1.0)
+            .await
+            .unwrap();
+        let report = load_types(&master.url, SECONDS, &types).await;
+        eprintln!(
+            "{}\n{}",
+            loadgen::markdown(&report),
+            ensembles(&master.url).await
+        );
+        (report, types)
     };
     eprintln!("{}", summary("clean", &clean));
     assert_eq!(failed(&clean), 0, "{clean:?}");
@@ -170,7 +220,7 @@ async fn killing_a_fifth_of_the_workers_fails_no_request_and_they_are_replaced()
     let url = master.url.clone();
     let run = tokio::spawn({
         let url = url.clone();
-        async move { load(&url, SECONDS).await }
+        async move { load_types(&url, SECONDS, &types).await }
     });
     tokio::time::sleep(FAULT_AT).await;
     let mut old = Vec::new();
@@ -189,6 +239,7 @@ async fn killing_a_fifth_of_the_workers_fails_no_request_and_they_are_replaced()
         times.push(replaced(&url, model, old, killed_at).await);
     }
     let chaos = run.await.unwrap();
+    eprintln!("{}\n{}", loadgen::markdown(&chaos), ensembles(&url).await);
     eprintln!("{}", summary("2 of 10 killed", &chaos));
     eprintln!("replaced after {times:?}");
     let decisions = health_decisions(&url).await;

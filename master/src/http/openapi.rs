@@ -85,6 +85,7 @@ use super::views;
         views::InstanceList,
         views::DecisionList,
         views::MixRequest,
+        views::MixEntry,
         views::MixChanged,
     ))
 )]

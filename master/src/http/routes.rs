@@ -573,30 +573,37 @@ pub async fn set_mix(
     model: web::Path<String>,
     body: web::Json<MixRequest>,
 ) -> Result<HttpResponse> {
-    let MixRequest { types, counts } = body.into_inner();
-    if !(1..=MAX_TYPES).contains(&types.len()) {
+    let MixRequest { instances } = body.into_inner();
+    if !(1..=MAX_TYPES).contains(&instances.len()) {
         return Err(MasterError::invalid(
-            "types",
+            "instances",
             format!(
                 "takes 1 to {MAX_TYPES} instance types; given {}",
-                types.len()
+                instances.len()
             ),
         ));
     }
-    if counts.len() != types.len() {
+    if let Some(e) = instances.iter().find(|e| e.count > MAX_MIX_COUNT) {
         return Err(MasterError::invalid(
-            "counts",
+            "count",
             format!(
-                "needs one count per type ({}); given {}",
-                types.len(),
-                counts.len()
+                "must be 0 to {MAX_MIX_COUNT}; given {} for `{}`",
+                e.count, e.instance_type
             ),
         ));
     }
-    if let Some(c) = counts.iter().find(|&&c| c > MAX_MIX_COUNT) {
+    let (types, counts): (Vec<String>, Vec<u32>) = instances
+        .into_iter()
+        .map(|e| (e.instance_type, e.count))
+        .unzip();
+    if let Some((i, t)) = types
+        .iter()
+        .enumerate()
+        .find(|(i, t)| types[..*i].contains(t))
+    {
         return Err(MasterError::invalid(
-            "counts",
-            format!("each must be 0 to {MAX_MIX_COUNT}; given {c}"),
+            "type",
+            format!("`{t}` is named twice (entry {i}); give each type once"),
         ));
     }
     let changed = state.controller()?.set_mix(&model, &types, &counts).await?;

@@ -4,7 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::openapi::schema::{Array, ArrayBuilder, ObjectBuilder, Type};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::MemberFailure;
@@ -12,7 +11,6 @@ use crate::resources::controller::PoolReport;
 use crate::resources::provider::InstanceRecord;
 use crate::serving::answer::Substitute;
 use crate::serving::registry::InstanceView;
-use cocktail_policy::mix::MAX_TYPES;
 
 /// `GET /v2/models`: the tasks served.
 #[derive(Debug, Serialize, ToSchema)]
@@ -293,29 +291,28 @@ pub struct Limit {
 /// Most instances of one type a mix may ask for.
 pub const MAX_MIX_COUNT: u32 = 16;
 
-/// `PUT /v1/pools/{model}/mix`: the instances of each type a pool should have.
+/// `PUT /v1/pools/{model}/mix`: the instances of each type a pool should have, one
+/// entry per type (a type and its count together, so that they cannot disagree).
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MixRequest {
-    /// Catalog instance types, 1 to 4.
+    /// 1 to 4 entries, each type once.
     #[schema(min_items = 1, max_items = 4)]
-    pub types: Vec<String>,
-    /// Instances of each type, 0 to 16 each, one per type.
-    #[serde(deserialize_with = "cocktail_common::whole::many")]
-    #[schema(schema_with = mix_counts)]
-    pub counts: Vec<u32>,
+    pub instances: Vec<MixEntry>,
 }
 
-fn mix_counts() -> Array {
-    ArrayBuilder::new()
-        .items(
-            ObjectBuilder::new()
-                .schema_type(Type::Integer)
-                .minimum(Some(0))
-                .maximum(Some(MAX_MIX_COUNT)),
-        )
-        .min_items(Some(1))
-        .max_items(Some(MAX_TYPES))
-        .build()
+/// One instance type of a mix and how many of it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MixEntry {
+    /// A catalog instance type.
+    #[serde(rename = "type")]
+    #[schema(rename = "type")]
+    pub instance_type: String,
+    /// Instances of the type, 0 to 16.
+    #[serde(deserialize_with = "cocktail_common::whole::one")]
+    #[schema(minimum = 0, maximum = 16)]
+    pub count: u32,
 }
 
 /// The answer to `PUT /v1/pools/{model}/mix`.
