@@ -345,6 +345,61 @@ fn add_imagenet_model_from_its_timm_config_gives_the_hand_written_block() {
     }
     let said = zoo.ok(&["zoo", "check"]);
     assert!(said.contains("2 model(s), all files present"), "{said}");
+    // A Hugging Face preprocessor_config.json (torchvision-style resize 256, crop 224).
+    let hf = zoo.write(
+        "preprocessor_config.json",
+        r#"{"image_processor_type": "ConvNextImageProcessor", "do_resize": true,
+            "size": {"shortest_edge": 256}, "do_center_crop": true,
+            "crop_size": {"height": 224, "width": 224}, "resample": 3,
+            "do_rescale": true, "rescale_factor": 0.00392156862745098,
+            "do_normalize": true, "image_mean": [0.485, 0.456, 0.406],
+            "image_std": [0.229, 0.224, 0.225]}"#,
+    );
+    let model = imagenet.join("efficientnet_lite0.onnx");
+    zoo.ok(&[
+        "zoo",
+        "add",
+        model.to_str().unwrap(),
+        "--task",
+        "imagenet",
+        "--name",
+        "hf",
+        "--preprocess-from",
+        hf.to_str().unwrap(),
+        "--accuracy",
+        "0.75",
+    ]);
+    let text = std::fs::read_to_string(zoo.manifest()).unwrap();
+    assert!(
+        text.contains(r#"preprocess = { kind = "image", colour = "rgb", input_size = [3, 224, 224], interpolation = "bicubic", crop_mode = "center", resize_size = 256, mean = [0.485, 0.456, 0.406], std = [0.229, 0.224, 0.225], layout = "nchw", dtype = "float32" }"#),
+        "{text}"
+    );
+    // A config whose size disagrees with the model's input is refused by the worker's check.
+    let small = zoo.write(
+        "small_preprocessor_config.json",
+        r#"{"size": {"height": 160, "width": 160}, "do_center_crop": false,
+            "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}"#,
+    );
+    zoo.refuses(
+        &[
+            "zoo",
+            "add",
+            model.to_str().unwrap(),
+            "--task",
+            "imagenet",
+            "--name",
+            "small",
+            "--preprocess-from",
+            small.to_str().unwrap(),
+            "--accuracy",
+            "0.75",
+        ],
+        &[
+            "efficientnet_lite0.onnx",
+            "[3, 160, 160]",
+            "[-1, 3, 224, 224]",
+        ],
+    );
     // The same name again is refused.
     let model = imagenet.join("efficientnet_lite0.onnx");
     zoo.refuses(
@@ -660,6 +715,25 @@ fn evaluate_text_models_records_the_projects_answers() {
         ids.push(id);
         tsv.push_str(&format!("{}\t{}\n", ["negative", "positive"][id], f[2]));
     }
+    // A tokenizer file that does not parse is refused, naming it.
+    let broken = zoo.write("broken_tokenizer.json", "{\"model\": ");
+    let model = workspace().join("models/sentiment/boe.onnx");
+    zoo.refuses(
+        &[
+            "zoo",
+            "add",
+            model.to_str().unwrap(),
+            "--task",
+            "sentiment",
+            "--name",
+            "boe2",
+            "--tokenizer",
+            broken.to_str().unwrap(),
+            "--accuracy",
+            "0.5",
+        ],
+        &["broken_tokenizer.json", "tokenizer.json"],
+    );
     let data = zoo.write("labelled.tsv", &tsv);
     let said = zoo.ok(&[
         "zoo",

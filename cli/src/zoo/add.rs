@@ -195,6 +195,14 @@ fn preprocess(
         if !tokenizer.is_file() {
             bail!("the tokenizer `{}` does not exist", tokenizer.display());
         }
+        // The worker's own loader: a file it cannot read is refused now, not at start.
+        cocktail_worker::preprocess::TextPreprocessor::load(tokenizer, args.max_tokens)
+            .with_context(|| {
+                format!(
+                    "give a Hugging Face tokenizer.json (as `tokenizer.save()` writes it) to --tokenizer instead of `{}`",
+                    tokenizer.display()
+                )
+            })?;
         return Ok(Preprocess::Text {
             tokenizer: tokenizer_file.to_owned(),
             max_tokens: args.max_tokens,
