@@ -656,7 +656,7 @@ fn check_names_what_to_fix_and_up_refuses_the_same() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     for says in [
-        "2 problem(s)",
+        "1 problem(s)",
         "cocktail zoo check",
         "linear.onnx` is missing",
     ] {

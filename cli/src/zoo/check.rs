@@ -1,5 +1,5 @@
 //! `cocktail zoo check`: everything `Zoo::load` checks, the files the manifest names
-//! (`Zoo::file_problems`, which the master and `cocktail up` also run at start), and each
+//! (`Zoo::file_problems`, whose quick form the master and `cocktail up` run at start), and each
 //! model's graph against its entry: inputs, and the output's width against the labels.
 
 use std::path::Path;
@@ -18,7 +18,7 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>) -> anyhow::Result<()> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_message("hashing files");
-    let mut problems = zoo.file_problems();
+    let mut problems = zoo.file_problems(true);
     for model in zoo.models() {
         bar.set_message(model.name.clone());
         if zoo.resolve(&model.file).is_file() {
