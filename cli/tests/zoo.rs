@@ -858,3 +858,89 @@ fn evaluate_an_image_folder_and_refuse_bad_ones() {
     assert!((accuracy - recorded.accuracy(0)).abs() < 1e-4);
     zoo.ok(&["zoo", "check"]);
 }
+
+#[test]
+fn evaluate_on_the_committed_idx_test_set_records_the_projects_answers() {
+    let zoo = TempZoo::new("eval-idx");
+    let dir = zoo.dir.to_str().unwrap().to_owned();
+    let names = zoo.write("fashion.txt", FASHION);
+    zoo.ok(&[
+        "zoo",
+        "init",
+        &dir,
+        "--task",
+        "fashion",
+        "--labels",
+        names.to_str().unwrap(),
+    ]);
+    // The task references the project's committed test set (10,000 IDX images).
+    let data = workspace().join("models/data/fashion");
+    let text = std::fs::read_to_string(zoo.manifest()).unwrap().replace(
+        "[tasks.fashion]\n",
+        &format!(
+            "[tasks.fashion]\ntest_set = {{ format = \"idx\", images = \"{0}/t10k-images-idx3-ubyte.gz\", labels = \"{0}/t10k-labels-idx1-ubyte.gz\" }}\n",
+            data.display()
+        ),
+    );
+    std::fs::write(zoo.manifest(), text).unwrap();
+    for name in ["linear", "lenet"] {
+        let model = workspace().join(format!("models/fashion/{name}.onnx"));
+        zoo.ok(&[
+            "zoo",
+            "add",
+            model.to_str().unwrap(),
+            "--task",
+            "fashion",
+            "--colour",
+            "grey",
+            "--interpolation",
+            "bilinear",
+            "--crop-pct",
+            "1",
+            "--crop-mode",
+            "squash",
+            "--mean",
+            "0.286",
+            "--std",
+            "0.353",
+            "--accuracy",
+            "0.5",
+        ]);
+    }
+    // --data with a committed test set would orphan it: refused.
+    zoo.refuses(
+        &[
+            "zoo",
+            "evaluate",
+            "--task",
+            "fashion",
+            "--data",
+            names.to_str().unwrap(),
+        ],
+        &["committed `test_set`", "remove `test_set`"],
+    );
+    zoo.ok(&["zoo", "evaluate", "--task", "fashion"]);
+    let mine =
+        cocktail_common::Predictions::load(&zoo.dir.join("predictions/fashion.tsv.gz")).unwrap();
+    let project =
+        cocktail_common::Predictions::load(&workspace().join("models/predictions/fashion.tsv.gz"))
+            .unwrap();
+    assert_eq!(mine.len(), 10_000);
+    assert_eq!(mine.labels, project.labels);
+    let reference = |name: &str| entry(&workspace().join("models/zoo.toml"), name);
+    for name in ["linear", "lenet"] {
+        let (m, p) = (
+            mine.model_index(name).unwrap(),
+            project.model_index(name).unwrap(),
+        );
+        assert_eq!(mine.classes[m], project.classes[p], "{name}");
+        let got = zoo.entry(name);
+        assert_eq!(got["accuracy"], reference(name)["accuracy"], "{name}");
+        assert_eq!(
+            got["class_accuracy"],
+            reference(name)["class_accuracy"],
+            "{name}"
+        );
+    }
+    zoo.ok(&["zoo", "check"]);
+}

@@ -1,9 +1,10 @@
 //! `cocktail zoo evaluate --task NAME --data PATH`: every model of the task through the
 //! worker's own preprocessing and ONNX Runtime over a labelled set; writes each model's
-//! accuracy and per-class accuracy into the manifest, its recorded answers into
-//! `predictions/<task>.tsv.gz` (the format selection reads: true class, then each
-//! model's class and its probability) and the full probability vectors into
-//! `predictions/<task>.probabilities.tsv.gz` (`model`, `item`, one column per class).
+//! accuracy and per-class accuracy into the manifest, its recorded answers into the
+//! task's `predictions` file (default `predictions/<task>.tsv.gz`; the format selection
+//! reads: true class, then each model's class and its probability) and the full
+//! probability vectors next to it in `<stem>.probabilities.tsv.gz` (`model`, `item`, one
+//! column per class). Without `--data`, the task's committed test set is used.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -29,14 +30,17 @@ pub struct EvaluateArgs {
     #[arg(long)]
     task: String,
     /// The labelled set: an ImageFolder tree (PATH/<class>/<image>) or a CSV/TSV file
-    /// with `text` and `label` columns; classes by the task's label names.
+    /// with `text` and `label` columns; classes by the task's label names. Without it,
+    /// the task's committed `test_set` (IDX or TSV).
     #[arg(long)]
-    data: PathBuf,
+    data: Option<PathBuf>,
 }
 
 enum Items {
     Images(Vec<PathBuf>),
     Texts(Vec<String>),
+    /// The task's committed test set, decoded.
+    Inputs(Vec<Input>),
 }
 
 impl Items {
@@ -44,6 +48,7 @@ impl Items {
         match self {
             Self::Images(v) => v.len(),
             Self::Texts(v) => v.len(),
+            Self::Inputs(v) => v.len(),
         }
     }
 }
@@ -57,7 +62,7 @@ struct Answers {
 pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &EvaluateArgs) -> anyhow::Result<()> {
     let zoo = Zoo::load(manifest)?;
     let task = zoo.task(&args.task)?;
-    if task.test_set.is_some() {
+    if task.test_set.is_some() && args.data.is_some() {
         bail!(
             "task `{}` has a committed `test_set`, whose recorded answers `evaluate` would replace with answers on another set; remove `test_set` and `predictions` from the task first",
             args.task
@@ -70,7 +75,24 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &EvaluateArgs) -> anyh
             args.task
         );
     }
-    let (items, labels) = load_data(&args.data, &task.labels)?;
+    let (items, labels, source) = match &args.data {
+        Some(data) => {
+            let (items, labels) = load_data(data, &task.labels)?;
+            (items, labels, data.display().to_string())
+        }
+        None if task.test_set.is_some() => {
+            let set = cocktail_common::TestSet::load(&zoo, &args.task)?;
+            (
+                Items::Inputs(set.items),
+                set.labels,
+                "its test set".to_owned(),
+            )
+        }
+        None => bail!(
+            "task `{}` has no `test_set`; pass --data (an ImageFolder, or a CSV/TSV with `text` and `label`)",
+            args.task
+        ),
+    };
     let classes = task.labels.len();
     let bar = ProgressBar::new((models.len() * items.len()) as u64).with_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} answers, eta {eta} · {msg}")
@@ -101,6 +123,7 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &EvaluateArgs) -> anyh
                         .collect::<anyhow::Result<Vec<_>>>()?;
                     image.tensor(&decoded.iter().collect::<Vec<_>>())?
                 }
+                (Items::Inputs(inputs), _) => pre.batch(&inputs[start..end])?,
                 (Items::Texts(texts), Preprocessor::Text(_)) => {
                     let inputs: Vec<Input> = texts[start..end]
                         .iter()
@@ -109,9 +132,8 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &EvaluateArgs) -> anyh
                     pre.batch(&inputs)?
                 }
                 _ => bail!(
-                    "model `{}` does not take the items of `{}` (images for image models, text for text models)",
-                    model.name,
-                    args.data.display()
+                    "model `{}` does not take the items of {source} (images for image models, text for text models)",
+                    model.name
                 ),
             };
             let probs = backend.infer(&batch)?;
@@ -233,10 +255,19 @@ fn write_all(
     classes: usize,
     answers: &[Answers],
 ) -> anyhow::Result<()> {
-    let predictions = format!("predictions/{task}.tsv.gz");
-    let probabilities = format!("predictions/{task}.probabilities.tsv.gz");
-    std::fs::create_dir_all(zoo.resolve("predictions"))
-        .with_context(|| format!("creating `{}`", zoo.resolve("predictions").display()))?;
+    let predictions = zoo
+        .task(task)?
+        .predictions
+        .clone()
+        .unwrap_or_else(|| format!("predictions/{task}.tsv.gz"));
+    let stem = predictions
+        .strip_suffix(".tsv.gz")
+        .unwrap_or(predictions.as_str());
+    let probabilities = format!("{stem}.probabilities.tsv.gz");
+    if let Some(folder) = zoo.resolve(&predictions).parent() {
+        std::fs::create_dir_all(folder)
+            .with_context(|| format!("creating `{}`", folder.display()))?;
+    }
     let mut table = String::from("label");
     for m in models {
         table.push_str(&format!("\t{0}\t{0}.p", m.name));
