@@ -13,23 +13,30 @@
 use actix_web::ResponseError as _;
 use cocktail_fuzz::{IMAGE, image_preprocessor};
 use cocktail_worker::WorkerError;
-use cocktail_worker::preprocess::{MAX_IMAGE_SIDE, decode_image};
+use cocktail_worker::preprocess::{MAX_IMAGE_SIDE, PixelValues, decode_image};
 use cocktail_worker::request::{Prepared, parse_body};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(grey) = decode_image(data) {
-        assert!(grey.width <= MAX_IMAGE_SIDE && grey.height <= MAX_IMAGE_SIDE);
-        assert_eq!(grey.pixels.len(), (grey.width * grey.height) as usize);
+    if let Ok(decoded) = decode_image(data) {
+        assert!(decoded.width <= MAX_IMAGE_SIDE && decoded.height <= MAX_IMAGE_SIDE);
+        assert_eq!(
+            decoded.data.len(),
+            (decoded.width * decoded.height * decoded.channels) as usize
+        );
     }
     match parse_body(bytes::Bytes::copy_from_slice(data), true, None, &IMAGE) {
-        Ok((Prepared::Images { count, values }, request)) => {
-            let image = image_preprocessor();
-            assert_eq!((count, request.id), (1, None));
-            assert_eq!(values.len(), (image.width * image.height) as usize);
+        Ok((Prepared::Images(items), request)) => {
+            assert_eq!((items.len(), request.id), (1, None));
+            let PixelValues::F32(values) = &items[0] else {
+                panic!("fashion takes float32")
+            };
+            assert_eq!(values.len(), image_preprocessor().item_len());
             assert!(values.iter().all(|v| v.is_finite()));
         }
-        Ok((Prepared::Tokens(_), _)) => panic!("an image model made tokens"),
+        Ok((Prepared::Tokens(_) | Prepared::Tensors(_), _)) => {
+            panic!("an image model made tokens or tensors")
+        }
         Err(e) => {
             assert!(e.status_code().is_client_error(), "{e} is not a 4xx");
             assert!(

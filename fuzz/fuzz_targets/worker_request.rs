@@ -14,6 +14,7 @@
 use actix_web::ResponseError as _;
 use cocktail_common::oip::limits::MAX_ITEMS;
 use cocktail_fuzz::{IMAGE, TEXT, bodies, image_preprocessor, text_preprocessor};
+use cocktail_worker::preprocess::PixelValues;
 use cocktail_worker::request::{Prepared, join, parse_body};
 use cocktail_worker::{Batch, Preprocessor};
 use libfuzzer_sys::fuzz_target;
@@ -38,15 +39,20 @@ pub fn check(prepared: &Prepared, pre: &Preprocessor) {
         prepared.len()
     );
     match prepared {
-        Prepared::Images { count, values } => {
-            let image = image_preprocessor();
-            let per_item = (image.height * image.width) as usize;
-            assert_eq!(values.len(), count * per_item);
-            assert!(
-                values.iter().all(|v| v.is_finite()),
-                "a value is not finite"
-            );
+        Prepared::Images(items) => {
+            let per_item = image_preprocessor().item_len();
+            for item in items {
+                let PixelValues::F32(values) = item else {
+                    panic!("fashion takes float32")
+                };
+                assert_eq!(values.len(), per_item);
+                assert!(
+                    values.iter().all(|v| v.is_finite()),
+                    "a value is not finite"
+                );
+            }
         }
+        Prepared::Tensors(_) => panic!("neither fuzzed model takes tensors"),
         Prepared::Tokens(rows) => {
             let text = text_preprocessor();
             let vocab = text.vocab_size() as i64;
@@ -64,5 +70,8 @@ pub fn check(prepared: &Prepared, pre: &Preprocessor) {
     match join(&[prepared, prepared], pre).expect("an accepted request joins a batch") {
         Batch::Images(array) => assert_eq!(array.shape()[0], 2 * prepared.len()),
         Batch::Tokens { input_ids, .. } => assert_eq!(input_ids.nrows(), 2 * prepared.len()),
+        other @ (Batch::ImagesU8(_) | Batch::Tensors { .. }) => {
+            panic!("neither fuzzed model makes {other:?}")
+        }
     }
 }

@@ -66,14 +66,14 @@ pub static TEXT: LazyLock<Preprocessor> = LazyLock::new(|| preprocessor("sentime
 pub fn image_preprocessor() -> &'static ImagePreprocessor {
     match &*IMAGE {
         Preprocessor::Image(image) => image,
-        Preprocessor::Text(_) => panic!("`fashion` takes images"),
+        Preprocessor::Text(_) | Preprocessor::Tensor(_) => panic!("`fashion` takes images"),
     }
 }
 
 pub fn text_preprocessor() -> &'static TextPreprocessor {
     match &*TEXT {
         Preprocessor::Text(text) => text,
-        Preprocessor::Image(_) => panic!("`sentiment` takes text"),
+        Preprocessor::Image(_) | Preprocessor::Tensor(_) => panic!("`sentiment` takes text"),
     }
 }
 
