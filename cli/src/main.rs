@@ -7,6 +7,7 @@ mod profile;
 mod sim;
 mod table;
 mod up;
+mod zoo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +47,9 @@ enum Command {
     /// Run the serving schemes on a trace in the discrete-event simulator (the master's
     /// own policies, the zoo's recorded answers) and print the comparison.
     Sim(sim::SimArgs),
+    /// Build and check a zoo: `init` a task from a labels file, `add` ONNX models,
+    /// `check` the manifest and its files.
+    Zoo(zoo::ZooArgs),
     /// Client API keys for a master with `--api-keys`.
     Keys(keys::KeysArgs),
     /// Run every comparison of docs/results.md in the simulator and write the page, its
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
             .map_err(anyhow::Error::from)
             .and_then(|zoo| cocktail_benches::results::generate(&zoo, &out)),
         Command::Keys(args) => keys::run(&args),
+        Command::Zoo(args) => zoo::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),
         Command::Up(args) => up::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),
     };
     match result {

@@ -71,6 +71,8 @@ pub fn run(zoo_path: Option<&Path>, ort_lib: Option<&Path>, args: &UpArgs) -> an
     let zoo_given = zoo_path.is_some();
     let zoo_path = Zoo::locate(zoo_path.or(file_zoo.map(Path::new)))?;
     let zoo = Zoo::load(&zoo_path)?;
+    // The same file check as `cocktail zoo check`, before any process starts.
+    zoo.check_files()?;
     let chosen = if args.models.is_empty() {
         file_list(file, "models")
     } else {

@@ -33,6 +33,8 @@ pub struct Zoo {
 struct Manifest {
     schema: u32,
     tasks: BTreeMap<String, TaskSpec>,
+    /// Absent in a manifest `cocktail zoo init` has just made.
+    #[serde(default)]
     models: Vec<ModelEntry>,
 }
 
@@ -342,6 +344,119 @@ impl Zoo {
             });
         }
         Ok(())
+    }
+}
+
+impl Zoo {
+    /// What is wrong with the files the manifest names, one line each naming the file
+    /// and the fix: model files missing, test sets and recorded answers missing, recorded
+    /// answers lacking a model of their task; with `thorough`, also model files with
+    /// another sha256 and recorded answers with another item count than the test set.
+    /// `cocktail zoo check` runs it thorough; `cocktail up` and the master run the quick
+    /// form at every start (hashing the project's 83 MB of models takes seconds in a
+    /// debug build), and each worker checks its own model's hash when loading it.
+    pub fn file_problems(&self, thorough: bool) -> Vec<String> {
+        let mut problems = Vec::new();
+        for m in &self.models {
+            let path = self.resolve(&m.file);
+            if !path.is_file() {
+                problems.push(format!(
+                    "model `{}`: file `{}` is missing; put the ONNX file there or remove the entry",
+                    m.name,
+                    path.display()
+                ));
+                continue;
+            }
+            if !thorough {
+                continue;
+            }
+            match sha256_file(&path) {
+                Ok(actual) if actual == m.sha256 => {}
+                Ok(actual) => problems.push(format!(
+                    "model `{}`: `{}` has sha256 {actual} but the manifest says {}; re-add the model (`cocktail zoo add`) or restore the file",
+                    m.name,
+                    path.display(),
+                    m.sha256
+                )),
+                Err(error) => problems.push(format!("model `{}`: {error}", m.name)),
+            }
+        }
+        for (name, task) in &self.tasks {
+            let mut files: Vec<&str> = match &task.test_set {
+                Some(TestSetSpec::Idx { images, labels }) => vec![images, labels],
+                Some(TestSetSpec::Tsv { path }) => vec![path],
+                None => Vec::new(),
+            };
+            files.extend(task.predictions.as_deref());
+            let mut all_there = true;
+            for file in files {
+                let path = self.resolve(file);
+                if !path.is_file() {
+                    all_there = false;
+                    problems.push(format!(
+                        "task `{name}`: `{}` is missing; restore it or remove it from the task",
+                        path.display()
+                    ));
+                }
+            }
+            if let (true, Some(file)) = (all_there, &task.predictions) {
+                problems.extend(self.prediction_problems(name, file, thorough));
+            }
+        }
+        problems
+    }
+
+    /// Recorded answers complete: one column per model of the task, one row per test item.
+    fn prediction_problems(&self, task: &str, file: &str, thorough: bool) -> Vec<String> {
+        let path = self.resolve(file);
+        let predictions = match crate::Predictions::load(&path) {
+            Ok(p) => p,
+            Err(error) => return vec![format!("task `{task}`: {error}")],
+        };
+        let mut problems: Vec<String> = self
+            .models_for(task)
+            .filter(|m| predictions.model_index(&m.name).is_none())
+            .map(|m| {
+                format!(
+                    "task `{task}`: `{}` has no recorded answers of model `{}`; run `cocktail zoo evaluate --task {task}`",
+                    path.display(),
+                    m.name
+                )
+            })
+            .collect();
+        if thorough
+            && self
+                .tasks
+                .get(task)
+                .and_then(|t| t.test_set.as_ref())
+                .is_some()
+        {
+            match crate::TestSet::load(self, task) {
+                Ok(set) if set.len() != predictions.len() => problems.push(format!(
+                    "task `{task}`: `{}` records {} items but the test set has {}; record them again on this test set",
+                    path.display(),
+                    predictions.len(),
+                    set.len()
+                )),
+                Ok(_) => {}
+                Err(error) => problems.push(format!("task `{task}`: {error}")),
+            }
+        }
+        problems
+    }
+
+    /// The quick [`Self::file_problems`] as one error, for binaries that refuse to
+    /// start on them.
+    pub fn check_files(&self) -> Result<(), CommonError> {
+        let problems = self.file_problems(false);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(CommonError::ManifestInvalid(format!(
+            "{} problem(s) with the zoo's files (`cocktail zoo check` lists them): {}",
+            problems.len(),
+            problems.join("; ")
+        )))
     }
 }
 

@@ -80,6 +80,8 @@ impl Master {
     /// must run inside the Tokio runtime.
     pub fn new(config: MasterConfig) -> Result<Self, MasterError> {
         let zoo = Zoo::load(Zoo::locate(config.zoo.as_deref())?)?;
+        // The same file check as `cocktail zoo check`: refuse to start on a broken zoo.
+        zoo.check_files()?;
         let tasks = tasks::from_zoo(&zoo, config.weight_prior, config.speed_scale)
             .into_iter()
             .map(|(name, table)| (name, Arc::new(table)))
