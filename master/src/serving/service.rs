@@ -24,6 +24,7 @@ use crate::serving::registry::{Registry, Speed};
 use crate::serving::request::ValidRequest;
 use crate::serving::state::{Answered, ConstraintKey, Ensembles, KeyState, Recent};
 use crate::serving::tasks::{self, TaskTable};
+use crate::serving::traffic::{Outcome, Traffic};
 use crate::serving::usage::Usage;
 use cocktail_policy::measured::Labelled;
 use cocktail_policy::response;
@@ -59,6 +60,8 @@ pub struct Master {
     pub cache: Option<SharedCache>,
     /// What the resource controller measures.
     pub usage: Usage,
+    /// What each constraint's requests met, and O2's decisions (the dashboard's figures).
+    pub traffic: Traffic,
     client: reqwest::Client,
     requests: AtomicU64,
     unlabelled: AtomicU64,
@@ -107,6 +110,7 @@ impl Master {
             ensembles: Ensembles::default(),
             cache,
             usage: Usage::default(),
+            traffic: Traffic::default(),
             client,
             requests: AtomicU64::new(0),
             epoch,
@@ -335,6 +339,32 @@ impl Master {
         request: ValidRequest,
     ) -> Result<Answer, MasterError> {
         let started = Instant::now();
+        let constraint = request.constraint;
+        let answer = self.answer(task_name, request, started).await;
+        if self.tasks.contains_key(task_name) {
+            let outcome = match &answer {
+                Ok(a) => Outcome::Answered {
+                    members: a.models.len(),
+                    degraded: a.degraded,
+                    substituted: !a.substitutes.is_empty(),
+                },
+                Err(_) => Outcome::Failed,
+            };
+            let key = ConstraintKey::new(task_name, &constraint);
+            let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+            self.traffic
+                .record(key.as_str(), &constraint, elapsed_ms, outcome);
+        }
+        answer
+    }
+
+    /// [`Master::infer`] without the counting.
+    async fn answer(
+        &self,
+        task_name: &str,
+        request: ValidRequest,
+        started: Instant,
+    ) -> Result<Answer, MasterError> {
         let resolved = self.resolve(task_name, &request).await?;
         let waiting = Instant::now();
         let slots = self.dispatch(&resolved, &request).await;
@@ -565,7 +595,20 @@ impl Master {
                 Adjustment::Measured(_) => "measured",
                 Adjustment::Keep => "keep",
             };
-            let members = names(task, &state.lock().members);
+            let (members, window_accuracy) = {
+                let s = state.lock();
+                (names(task, &s.members), s.window_accuracy())
+            };
+            let now_s = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            self.traffic.decided(
+                key.as_str(),
+                &change,
+                members.clone(),
+                window_accuracy,
+                now_s,
+            );
             tracing::info!(%key, kind, ?members, "O2 changed an ensemble");
             metrics::counter!("cocktail_master_selection_changes_total", "kind" => kind)
                 .increment(1);
