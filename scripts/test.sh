@@ -8,6 +8,8 @@ setup_ort
 apt_install redis-server
 # ... and the font the plots are drawn with.
 apt_install fonts-dejavu-core
+# ... and a headless browser (tests/tests/dashboard.rs loads /dashboard in it).
+apt_install chromium
 # ... and a MongoDB-wire server (the controller's state store).
 setup_mongo
 # ... and the EC2 emulator (the ec2 provider's tests).

@@ -4,12 +4,12 @@
 
 use maud::{Markup, html};
 
-const WIDTH: f64 = 520.0;
+const WIDTH: f64 = 400.0;
 const HEIGHT: f64 = 190.0;
-const LEFT: f64 = 48.0;
+const LEFT: f64 = 52.0;
 const RIGHT: f64 = 10.0;
 const TOP: f64 = 10.0;
-const BOTTOM: f64 = 24.0;
+const BOTTOM: f64 = 26.0;
 /// Colour-blind-safe (Okabe-Ito) colours, by series.
 const COLOURS: &[&str] = &[
     "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
@@ -34,14 +34,21 @@ pub struct Target {
     pub label: &'static str,
 }
 
+/// The y axis: from `floor` (else 0) up to at most `cap` (else as far as the data go).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Range {
+    pub floor: Option<f64>,
+    pub cap: Option<f64>,
+}
+
 /// A line chart of `series` over the time from the earliest point to `now_s`, with the
-/// y axis in `unit` from 0 (or `floor`) up.
+/// y axis in `unit` from 0 (or `floor`) up; `targets` sorted by value.
 pub fn lines(
     title: &str,
     unit: &str,
     series: &[Series],
     targets: &[Target],
-    floor: Option<f64>,
+    range: Range,
     now_s: f64,
 ) -> Markup {
     let points: usize = series.iter().map(|s| s.points.len()).sum();
@@ -53,8 +60,9 @@ pub fn lines(
         .map(|p| p.1)
         .chain(targets.iter().map(|t| t.value))
         .fold(f64::MIN, f64::max);
-    let bottom = floor.unwrap_or(0.0);
+    let bottom = range.floor.unwrap_or(0.0);
     let top = nice_ceiling(if top > bottom { top } else { bottom + 1.0 }, bottom);
+    let top = range.cap.map_or(top, |cap| top.min(cap));
     let x = |t: f64| LEFT + (t - (now_s - span)) / span * (WIDTH - LEFT - RIGHT);
     let y = |v: f64| TOP + (1.0 - (v - bottom) / (top - bottom)) * (HEIGHT - TOP - BOTTOM);
     let ticks: Vec<f64> = (0..=4)
@@ -74,15 +82,24 @@ pub fn lines(
                         @if minutes == 0.0 { "now" } @else { "−" (minutes) " min" }
                     }
                 }
-                @for t in targets {
-                    line.target x1=(LEFT) x2=(WIDTH - RIGHT) y1=(fmt(y(t.value))) y2=(fmt(y(t.value))) {}
-                    text.target x=(WIDTH - RIGHT - 2.0) y=(fmt(y(t.value) - 3.0)) text-anchor="end" { (t.label) " " (short(t.value)) }
+                @if targets.len() > 2 {
+                    // Many targets: one band from the lowest to the highest, one label.
+                    @let (low, high) = (targets[0].value, targets[targets.len() - 1].value);
+                    rect.band x=(LEFT) width=(WIDTH - LEFT - RIGHT) y=(fmt(y(high))) height=(fmt((y(low) - y(high)).max(1.0))) {}
+                    text.target x=(WIDTH - RIGHT - 2.0) y=(fmt(y(high) - 3.0)) text-anchor="end" {
+                        (targets[0].label) "s " (short(low)) "–" (short(high))
+                    }
+                } @else {
+                    @for t in targets {
+                        line.target x1=(LEFT) x2=(WIDTH - RIGHT) y1=(fmt(y(t.value))) y2=(fmt(y(t.value))) {}
+                        text.target x=(WIDTH - RIGHT - 2.0) y=(fmt(y(t.value) - 3.0)) text-anchor="end" { (t.label) " " (short(t.value)) }
+                    }
                 }
                 @for (i, s) in series.iter().enumerate() {
                     @if s.points.len() == 1 {
                         circle cx=(fmt(x(s.points[0].0))) cy=(fmt(y(s.points[0].1))) r="2.5" fill=(colour(i)) {}
                     } @else {
-                        polyline fill="none" stroke=(colour(i)) stroke-width="1.8"
+                        polyline fill="none" stroke=(colour(i)) stroke-width="2.2"
                             points=(path(&s.points, &x, &y)) {}
                     }
                 }
@@ -97,9 +114,9 @@ pub fn lines(
 
 /// Horizontal bars, one per `(label, value)`, against a `limit` mark (e.g. Pf).
 pub fn bars(title: &str, unit: &str, bars: &[(String, f64)], limit: Option<Target>) -> Markup {
-    let row = 22.0;
+    let row = 24.0;
     let height = TOP + row * bars.len().max(1) as f64 + BOTTOM;
-    let label_width = 130.0;
+    let label_width = 110.0;
     let top = bars
         .iter()
         .map(|b| b.1)
@@ -114,9 +131,9 @@ pub fn bars(title: &str, unit: &str, bars: &[(String, f64)], limit: Option<Targe
                 data-points=(bars.len()) data-chart=(title) {
                 @for (i, (label, value)) in bars.iter().enumerate() {
                     @let y = TOP + row * i as f64;
-                    text.tick x=(label_width - 6.0) y=(fmt(y + 14.0)) text-anchor="end" { (label) }
-                    rect x=(label_width) y=(fmt(y + 3.0)) width=(fmt(x(*value) - label_width)) height="15" fill=(colour(i)) {}
-                    text.value x=(fmt(x(*value) + 4.0)) y=(fmt(y + 14.0)) { (short(*value)) }
+                    text.tick x=(label_width - 6.0) y=(fmt(y + 16.0)) text-anchor="end" { (label) }
+                    rect x=(label_width) y=(fmt(y + 3.0)) width=(fmt((x(*value) - label_width).max(1.0))) height="17" fill=(colour(i)) {}
+                    text.value x=(fmt(x(*value) + 4.0)) y=(fmt(y + 16.0)) { (short(*value)) }
                 }
                 @if let Some(l) = limit {
                     line.target x1=(fmt(x(l.value))) x2=(fmt(x(l.value))) y1=(TOP) y2=(fmt(height - BOTTOM)) {}
@@ -218,10 +235,10 @@ mod tests {
             name: "a".into(),
             points: vec![(0.0, 1.0), (5.0, 2.0)],
         }];
-        let svg = lines("t", "rps", &series, &[], None, 10.0).into_string();
+        let svg = lines("t", "rps", &series, &[], Range::default(), 10.0).into_string();
         assert!(svg.contains("data-points=\"2\""), "{svg}");
         assert!(svg.contains("<polyline"));
-        let empty = lines("t", "rps", &[], &[], None, 10.0).into_string();
+        let empty = lines("t", "rps", &[], &[], Range::default(), 10.0).into_string();
         assert!(empty.contains("data-points=\"0\"") && empty.contains("no data yet"));
     }
 }

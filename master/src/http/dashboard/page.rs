@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use super::charts::{self, Series, Target, colour, short};
+use super::charts::{self, Range, Series, Target, colour, short};
 use crate::history::{self, Sample};
 use crate::resources::store::DecisionRecord;
 use crate::serving::registry::InstanceView;
@@ -46,24 +46,26 @@ pub fn views(inputs: &Inputs) -> [Markup; 5] {
 }
 
 const STYLE: &str = r#"
-body{font-family:"DejaVu Sans",system-ui,sans-serif;margin:0;background:#f4f5f7;color:#1d2330;font-size:13px}
+body{font-family:"DejaVu Sans",system-ui,sans-serif;margin:0;background:#f4f5f7;color:#1d2330;font-size:14px}
 header{background:#1d2330;color:#fff;padding:10px 20px;display:flex;align-items:baseline;gap:18px}
 header h1{font-size:18px;margin:0}header nav a{color:#cfd6e4;margin-right:12px;text-decoration:none}
 header .live{margin-left:auto;color:#9fb3c8;font-size:12px}header form{margin:0}
 header button{background:none;border:1px solid #6b7a90;color:#cfd6e4;border-radius:4px;cursor:pointer}
 main{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:14px;padding:14px}
 section{background:#fff;border-radius:8px;padding:10px 14px;box-shadow:0 1px 2px #0002}
-section h2{font-size:15px;margin:2px 0 8px;text-transform:capitalize}
-.charts{display:flex;flex-wrap:wrap;gap:6px}
-figure.chart{margin:0;width:100%;max-width:540px}figcaption{font-weight:600;font-size:12px}
+section h2{font-size:18px;margin:2px 0 8px;text-transform:capitalize}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(330px,1fr));gap:8px 14px}
+figure.wide{grid-column:1/-1}
+figure.chart{margin:0;min-width:0}.band{fill:#c0392b;fill-opacity:.12;stroke:none}figcaption{font-weight:600;font-size:14px}
 .unit{font-weight:400;color:#667}svg{width:100%;height:auto;display:block}
-.grid{stroke:#e3e6eb;stroke-width:1}.tick{font-size:10px;fill:#667}
-.target{stroke:#c0392b;stroke-dasharray:5 3;stroke-width:1.2;fill:#c0392b;font-size:10px}
-text.target{stroke:none}.value{font-size:10px;fill:#333}.empty{fill:#99a;font-size:13px}
-.legend{list-style:none;padding:0;margin:2px 0 6px;display:flex;flex-wrap:wrap;gap:4px 12px;font-size:11px}
+.grid{stroke:#e3e6eb;stroke-width:1}.tick{font-size:12px;fill:#556}
+.target{stroke:#c0392b;stroke-dasharray:5 3;stroke-width:1.2;fill:#c0392b;font-size:11px}
+text.target{stroke:none}.value{font-size:12px;fill:#333}.empty{fill:#99a;font-size:14px}
+.legend{list-style:none;padding:0;margin:2px 0 6px;display:flex;flex-wrap:wrap;gap:4px 12px;font-size:13px}
 .swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:-1px}
-table{border-collapse:collapse;width:100%;font-size:12px;margin:6px 0}
+table{border-collapse:collapse;width:100%;font-size:13px;margin:6px 0}
 th,td{text-align:left;padding:3px 6px;border-bottom:1px solid #eceef2;vertical-align:top}
+td.n{white-space:nowrap}
 th{color:#556;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .figures{display:flex;gap:18px;margin:4px 0 8px}.figures div{font-size:11px;color:#667}
 .figures b{display:block;font-size:18px;color:#1d2330}
@@ -138,7 +140,22 @@ fn key_label(key: &str) -> String {
             } else {
                 ""
             };
-            format!("{task} ≤ {latency} ms, ≥ {accuracy}{by}")
+            let number = |v: &str| {
+                let rounded = v.parse().map_or_else(|_| v.to_owned(), short);
+                if rounded.contains('.') {
+                    rounded
+                        .trim_end_matches('0')
+                        .trim_end_matches('.')
+                        .to_owned()
+                } else {
+                    rounded
+                }
+            };
+            format!(
+                "{task} ≤ {} ms, ≥ {}{by}",
+                number(latency),
+                number(accuracy)
+            )
         }
         _ => key.to_owned(),
     }
@@ -216,9 +233,9 @@ fn traffic(inputs: &Inputs) -> Markup {
     let last = samples.last();
     html! {
         div.charts {
-            (charts::lines("Requests per second by constraint", "req/s", &rps, &[], None, inputs.now_s))
-            (charts::lines("Latency p95 against its target", "ms", &p95, &targets, None, inputs.now_s))
-            (charts::lines("SLO violations, failed, degraded and substituted answers", "per s", &problems, &[], None, inputs.now_s))
+            (charts::lines("Requests per second by constraint", "req/s", &rps, &[], Range::default(), inputs.now_s))
+            (charts::lines("Latency p95 against its target", "ms", &p95, &targets, Range::default(), inputs.now_s))
+            (charts::lines("SLO violations, failed, degraded and substituted answers", "per s", &problems, &[], Range::default(), inputs.now_s))
         }
         table {
             tr { th { "constraint" } th { "requests" } th { "p50" } th { "p95" } th { "p99" } th { "target" } th { "late" } th { "failed" } th { "degraded" } th { "substituted" } }
@@ -303,8 +320,8 @@ fn selection(inputs: &Inputs) -> Markup {
         .collect();
     html! {
         div.charts {
-            (charts::lines("Window accuracy against its target", "fraction correct", &accuracy, &goals, Some(floor.max(0.0)), inputs.now_s))
-            (charts::lines("Models per request", "members", &models, &[], None, inputs.now_s))
+            (charts::lines("Window accuracy against its target", "fraction correct", &accuracy, &goals, Range { floor: Some(floor.max(0.0)), cap: Some(1.0) }, inputs.now_s))
+            (charts::lines("Models per request", "members", &models, &[], Range::default(), inputs.now_s))
             (ensembles_over_time(samples, &keys, inputs.now_s))
         }
         h3 { "O2 and measured selection: recent decisions" }
@@ -327,7 +344,7 @@ fn selection(inputs: &Inputs) -> Markup {
 
 /// Each key's ensemble as coloured spans over time, one row per key.
 fn ensembles_over_time(samples: &[Sample], keys: &[String], now_s: f64) -> Markup {
-    let (width, row, left) = (520.0, 26.0, 150.0);
+    let (width, row, left) = (800.0, 26.0, 170.0);
     let height = 8.0 + row * keys.len().max(1) as f64 + 18.0;
     let start = samples.first().map_or(now_s, |s| s.at_s);
     let span = (now_s - start).max(60.0);
@@ -350,12 +367,12 @@ fn ensembles_over_time(samples: &[Sample], keys: &[String], now_s: f64) -> Marku
         palette.entry(s.3.as_str()).or_insert(next);
     }
     html! {
-        figure.chart {
+        figure.chart.wide {
             figcaption { "Ensemble over time" span.unit { " (members per constraint)" } }
             svg viewBox={ "0 0 " (width) " " (height) } role="img" aria-label="Ensemble over time"
                 data-points=(spans.len()) data-chart="Ensemble over time" {
                 @for (i, key) in keys.iter().enumerate() {
-                    text.tick x=(left - 6.0) y=(8.0 + row * i as f64 + 16.0) text-anchor="end" { (key_label(key)) }
+                    text.tick x=(left - 6.0) y=(8.0 + row * i as f64 + 17.0) text-anchor="end" { (key_label(key)) }
                 }
                 @for (i, from, to, members) in &spans {
                     @let (x0, x1) = (x(*from), x(to + 5.0).min(width - 10.0));
@@ -364,8 +381,8 @@ fn ensembles_over_time(samples: &[Sample], keys: &[String], now_s: f64) -> Marku
                         fill=(colour(palette.get(members.as_str()).copied().unwrap_or(0))) fill-opacity="0.8" {
                         title { (members) }
                     }
-                    @if x1 - x0 > 6.5 * members.len() as f64 {
-                        text x=(format!("{:.1}", x0 + 4.0)) y=(y + 16.0) font-size="10" fill="#fff" { (members) }
+                    @if x1 - x0 > 7.5 * members.len() as f64 {
+                        text x=(format!("{:.1}", x0 + 4.0)) y=(y + 16.0) font-size="12" fill="#fff" { (members) }
                     }
                 }
                 text.tick x=(left) y=(height - 4.0) { (ago(span)) }
@@ -432,11 +449,13 @@ fn resources(inputs: &Inputs) -> Markup {
             points: total_rate(samples, |k| k.requests),
         },
     ];
+    // The controller's own measure: the load a pool must serve over what its instances
+    // serve with every slot (Pf) busy.
     let utilisation: Vec<(String, f64)> = last
         .pools
         .iter()
-        .filter(|p| p.slots > 0)
-        .map(|p| (p.model.clone(), p.in_flight as f64 / p.slots as f64))
+        .filter(|p| p.capacity_rps > 0.0)
+        .map(|p| (p.model.clone(), p.demand_rps / p.capacity_rps))
         .collect();
     html! {
         div.figures {
@@ -447,10 +466,10 @@ fn resources(inputs: &Inputs) -> Markup {
             div { b { (short(last.predicted_rps)) } "forecast req/s" }
         }
         div.charts {
-            (charts::lines("Instances by pool", "instances", &instances, &[], None, inputs.now_s))
-            (charts::lines("Forecast against the load", "req/s", &forecast, &[], None, inputs.now_s))
-            (charts::bars("Utilisation: calls in flight per slot", "1 = every slot (Pf) busy", &utilisation,
-                Some(Target { value: 1.0, label: "Pf" })))
+            (charts::lines("Instances by pool", "instances", &instances, &[], Range::default(), inputs.now_s))
+            (charts::lines("Forecast against the load", "req/s", &forecast, &[], Range::default(), inputs.now_s))
+            (charts::bars("Utilisation: demand over capacity", "1 = every slot (Pf) busy", &utilisation,
+                Some(Target { value: 1.0, label: "capacity at Pf" })))
         }
         table {
             tr { th { "pool" } th { "instances by type and market" } th { "in flight / Pf" } th { "demand / capacity req/s" } th { "boots" } th { "revocations" } }
@@ -536,8 +555,8 @@ fn cost(inputs: &Inputs) -> Markup {
             div { b { (if spot + on_demand > 0.0 { format!("{:.0} %", spot / (spot + on_demand) * 100.0) } else { "–".into() }) } "of the rate on spot" }
         }
         div.charts {
-            (charts::lines("Spend rate: spot against on-demand", "USD/h", &rates, &[], None, inputs.now_s))
-            (charts::lines("Cost so far", "USD", &spent, &[], None, inputs.now_s))
+            (charts::lines("Spend rate: spot against on-demand", "USD/h", &rates, &[], Range::default(), inputs.now_s))
+            (charts::lines("Cost so far", "USD", &spent, &[], Range::default(), inputs.now_s))
         }
         table {
             tr { th { "pool" } th { "spent (USD)" } th { "spot USD/h" } th { "on-demand USD/h" } }
@@ -587,6 +606,10 @@ mod tests {
 
     #[test]
     fn keys_read_as_constraints() {
+        assert_eq!(
+            key_label("fashion|5.535|0.92|accuracy"),
+            "fashion ≤ 5.54 ms, ≥ 0.92"
+        );
         assert_eq!(
             key_label("fashion|50|0.9|accuracy"),
             "fashion ≤ 50 ms, ≥ 0.9"
