@@ -405,12 +405,78 @@ impl LoadgenConfig {
     }
 }
 
-/// [`run`] with the zoo's constraint types and test items for the config's task.
+/// [`run`] with the constraint types the master can meet ([`types_from_master`]) and the
+/// zoo's test items for the config's task.
 pub async fn run_zoo(zoo: &Zoo, config: &LoadgenConfig) -> anyhow::Result<LoadReport> {
-    let types = types_for(zoo, &config.task, 1.0)?;
+    let types = types_from_master(zoo, config, 1.0).await?;
     let (inputs, labels) = inputs(zoo, &config.task)?;
     run(config, &types, Arc::new(inputs), Arc::new(labels), None).await
 }
+
+/// The constraint types of the config's task as the master it loads can meet them now:
+/// each model's latency is the response time the master predicts for a call to it
+/// (`predicted_ms` of `GET /v2/models`: inference on its pool's type plus the overhead
+/// measured on the pool's calls, the master-worker hop included), and the hop added to
+/// it is this client's own round trip to the master, measured (the median of a few
+/// `GET /v2/health/live`). A model no worker serves keeps its profile plus
+/// [`workload::HOP_MS`]. The simulator's types ([`types_for`]) use the profile alone.
+pub async fn types_from_master(
+    zoo: &Zoo,
+    config: &LoadgenConfig,
+    latency_scale: f64,
+) -> anyhow::Result<Vec<ConstraintType>> {
+    let tables = cocktail_master::serving::tasks::from_zoo(zoo, 1.0, latency_scale);
+    let table = tables
+        .get(&config.task)
+        .with_context(|| format!("the zoo has no task `{}`", config.task))?;
+    let client = reqwest::Client::builder().timeout(config.timeout).build()?;
+    let listed: Value = client
+        .get(format!("{}/v2/models", config.url))
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .with_context(|| format!("listing the models of {}", config.url))?
+        .json()
+        .await?;
+    let predicted: std::collections::HashMap<String, f64> = listed["models"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["name"] == config.task.as_str())
+        .flat_map(|t| t["models"].as_array().into_iter().flatten())
+        .filter_map(|m| Some((m["name"].as_str()?.to_owned(), m["predicted_ms"].as_f64()?)))
+        .collect();
+    let mut rtts = Vec::new();
+    for _ in 0..HOP_PROBES {
+        let sent = Instant::now();
+        client
+            .get(format!("{}/v2/health/live", config.url))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .with_context(|| format!("probing {}", config.url))?;
+        rtts.push(sent.elapsed().as_secs_f64() * 1e3);
+    }
+    rtts.sort_by(f64::total_cmp);
+    let hop_ms = rtts[rtts.len() / 2];
+    let candidates: Vec<_> = table
+        .models
+        .iter()
+        .zip(&table.candidates)
+        .map(|(name, c)| {
+            let mut c = c.clone();
+            c.latency_ms = predicted
+                .get(name)
+                .copied()
+                .unwrap_or(c.latency_ms + workload::HOP_MS);
+            c
+        })
+        .collect();
+    Ok(workload::constraint_types_with_hop(&candidates, hop_ms))
+}
+
+/// Round trips [`types_from_master`] times for the client's hop.
+const HOP_PROBES: usize = 9;
 
 /// The constraint types for a task of the zoo, as the simulator uses them, for models
 /// `latency_scale` times slower than profiled (a master emulating slower types).

@@ -6,7 +6,7 @@ use serde::{Serialize, Serializer};
 
 use crate::sim::SimResult;
 
-/// One row per run: the headline figures of cocktail.txt §6.
+/// One row per run: the headline figures of Cocktail §6.
 pub fn markdown(results: &[SimResult]) -> String {
     let mut out = String::from(
         "| scheme | autoscaler | requests | accuracy | accuracy met | models/request | p50 ms | p99 ms | max ms | SLO violations | cost $ | VMs (mean / max) | revocations |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",

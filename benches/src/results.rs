@@ -15,7 +15,7 @@ use crate::workload::HOP_MS;
 use crate::workload::Mix;
 use crate::{autoscaling, ensemble_gain, goals, hetero, plots, report, traces};
 
-/// The paper's setting (cocktail.txt §5.2): one hour at 50 req/s.
+/// The paper's setting (Cocktail §5.2): one hour at 50 req/s.
 const HOUR: usize = 3600;
 const PAPER_RATE: f64 = 50.0;
 /// The autoscaling studies: models 100× slower (the papers' 10–300 ms range) at 1,000

@@ -1,4 +1,4 @@
-//! The request mix both the load generator and the simulator send (cocktail.txt §5.2,
+//! The request mix both the load generator and the simulator send (Cocktail §5.2,
 //! Fig. 6): five constraint types taken from single models' <latency, accuracy>, combined
 //! into a Strict and a Relaxed mix.
 //!
@@ -7,7 +7,7 @@
 //! with the accuracy rounded down to a whole percent as a user would state it. The
 //! latency is end to end: the model's profiled latency plus one hop ([`HOP_MS`]), so the
 //! model fits only while its calls do not queue (the paper's InFaaS misses latency on a
-//! third of Strict requests; cocktail.txt §5.2). (Exactly
+//! third of Strict requests; Cocktail §5.2). (Exactly
 //! the model's test accuracy would make "accuracy met" over a window of 200 a coin toss
 //! for that model.)
 //! InFaaS answers such a request with that model; Cocktail starts from it too (O1 prefers
@@ -32,8 +32,16 @@ pub struct ConstraintType {
 /// adds about 0.3 ms, and the client's own hop about 0.2 ms more).
 pub const HOP_MS: f64 = 0.5;
 
-/// Up to five constraint types for a task's models (profiled latencies).
+/// Up to five constraint types for a task's models (profiled latencies), each the
+/// model's latency plus [`HOP_MS`], as the simulator models a call.
 pub fn constraint_types(models: &[Candidate]) -> Vec<ConstraintType> {
+    constraint_types_with_hop(models, HOP_MS)
+}
+
+/// Up to five constraint types for models whose `latency_ms` is what a request to them
+/// takes beyond `hop_ms`: the profile with the simulator's hop, or the response times a
+/// live master predicts with the load generator's own measured hop.
+pub fn constraint_types_with_hop(models: &[Candidate], hop_ms: f64) -> Vec<ConstraintType> {
     let mut order: Vec<usize> = (0..models.len())
         .filter(|&i| models[i].latency_ms.is_finite())
         .collect();
@@ -67,7 +75,7 @@ pub fn constraint_types(models: &[Candidate]) -> Vec<ConstraintType> {
         .map(|(k, model)| ConstraintType {
             name: format!("const{}", k + 1),
             constraint: Constraint {
-                latency_ms: models[model].latency_ms + HOP_MS,
+                latency_ms: models[model].latency_ms + hop_ms,
                 accuracy: (models[model].accuracy * 100.0).floor() / 100.0,
                 objective: Objective::Accuracy,
             },

@@ -49,7 +49,6 @@ pub fn run(zoo_path: Option<&Path>, args: &LoadgenArgs) -> anyhow::Result<()> {
         admin_token: auth::admin_token_for_tools(),
         api_key: auth::from_env_or_file(API_KEY_ENV, None)?,
     };
-    let types = loadgen::types_for(&zoo, &config.task, args.trace.latency_scale()?)?;
     let (inputs, labels) = loadgen::inputs(&zoo, &config.task)?;
     let bar = ProgressBar::new(config.rates.len() as u64).with_style(
         ProgressStyle::with_template("loadgen [{bar:40}] {pos}/{len} s ({elapsed})")?
@@ -59,13 +58,18 @@ pub fn run(zoo_path: Option<&Path>, args: &LoadgenArgs) -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?
-        .block_on(loadgen::run(
-            &config,
-            &types,
-            Arc::new(inputs),
-            Arc::new(labels),
-            Some(&bar),
-        ))?;
+        .block_on(async {
+            let types =
+                loadgen::types_from_master(&zoo, &config, args.trace.latency_scale()?).await?;
+            loadgen::run(
+                &config,
+                &types,
+                Arc::new(inputs),
+                Arc::new(labels),
+                Some(&bar),
+            )
+            .await
+        })?;
     bar.finish_and_clear();
     println!("{}", loadgen::markdown(&report));
     let json = serde_json::to_string_pretty(&report)?;

@@ -28,7 +28,7 @@ pub struct InstanceType {
     #[serde(default)]
     pub gpus: u32,
     pub on_demand_per_hour: f64,
-    /// Burstable (t3): cheap standby capacity (mark.txt §4.5).
+    /// Burstable (t3): cheap standby capacity (MArk §4.5).
     #[serde(default)]
     pub burstable: bool,
     /// Speed of one vCPU relative to one core of the profiling host (1.0 when absent);
@@ -45,7 +45,7 @@ impl InstanceType {
     }
 }
 
-/// The spot price process (cocktail.txt §6.2.3).
+/// The spot price process (Cocktail §6.2.3).
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpotModel {

@@ -1,9 +1,9 @@
 //! How long one batched query of a model takes on an instance type: the model of a
-//! heterogeneous pool that Kairos' matching (kairos.txt §5.1, the `L` matrix), its
+//! heterogeneous pool that Kairos' matching (Kairos §5.1, the `L` matrix), its
 //! throughput bound (§5.2), the heterogeneous-pool simulator and the local provider's
 //! emulated types share.
 //!
-//! Inference latency is close to linear in the batch size (kairos.txt §5.1 reports a
+//! Inference latency is close to linear in the batch size (Kairos §5.1 reports a
 //! Pearson correlation above 0.99), so a model's profile row for one intra-op thread is
 //! fitted as `fixed + per_item × batch` by least squares. On a CPU type the batch's items
 //! spread over its vCPUs (with 75 % parallel efficiency per extra vCPU) at the type's

@@ -38,6 +38,19 @@ pub enum MasterError {
         key: String,
         retry_after: std::time::Duration,
     },
+    /// A member's pool has more calls queued than it can start before the request's
+    /// answer is due: the request is refused at once rather than answered late.
+    #[error(
+        "overloaded: `{model}` has {queued} calls queued for {slots} slots, about {wait_ms:.0} ms of waiting against a {latency_ms} ms target; retry after {retry_after:?}"
+    )]
+    Overloaded {
+        model: String,
+        queued: usize,
+        slots: usize,
+        wait_ms: f64,
+        latency_ms: f64,
+        retry_after: std::time::Duration,
+    },
     #[error("no worker instance `{id}` is registered")]
     UnknownInstance { id: String },
     #[error("`{model}` is not a pool this controller manages")]
@@ -101,6 +114,7 @@ impl MasterError {
             Self::Unauthorized { .. } => "unauthorized",
             Self::Forbidden { .. } => "forbidden",
             Self::RateLimited { .. } => "rate_limited",
+            Self::Overloaded { .. } => "overloaded",
             Self::UnknownInstance { .. } => "unknown_instance",
             Self::UnknownPool { .. } => "unknown_pool",
             Self::NoWorkers { .. } => "no_workers",

@@ -21,6 +21,7 @@ use cocktail_master::{Interval, MasterConfig};
 use cocktail_policy::predict::PredictorKind;
 use cocktail_policy::selection::{Rule, SelectionConfig};
 use cocktail_policy::voting::Scheme;
+use cocktail_service::config_file::{self, ConfigArgs, ConfigError, Parsed, TESTING};
 use cocktail_service::net::{Net, NetArgs};
 use tracing_subscriber::EnvFilter;
 
@@ -105,10 +106,13 @@ struct Args {
     security: SecurityArgs,
     #[command(flatten)]
     net: NetArgs,
+    #[command(flatten)]
+    config: ConfigArgs,
 }
 
 /// Who may call what (docs/security.md).
 #[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Security")]
 struct SecurityArgs {
     /// Where the cluster secret and the admin token are kept when not given otherwise:
     /// generated there (mode 0600) at the first start and reused after.
@@ -129,6 +133,7 @@ struct SecurityArgs {
 
 /// The resource controller (off unless `--provider` is given).
 #[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Resource controller")]
 struct ResourceArgs {
     /// Where instances come from: `local` (worker processes on this host), `docker`
     /// (worker containers, through the Docker Engine API) or `ec2` (needs the `ec2` cargo
@@ -198,6 +203,7 @@ struct ResourceArgs {
     catalog: Option<PathBuf>,
     /// Local provider: milliseconds between a launch and the worker starting.
     #[arg(long, env = "COCKTAIL_PROVISIONING_DELAY_MS", default_value_t = 3000)]
+    #[arg(help_heading = TESTING)]
     provisioning_delay_ms: u64,
     /// Local provider: most intra-op threads per worker (default: this host's cores).
     #[arg(long, env = "COCKTAIL_MAX_THREADS", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -206,18 +212,22 @@ struct ResourceArgs {
     /// model's profile and the catalog), the calls an instance holds at once side by
     /// side, so mixed pools behave like the real types.
     #[arg(long, env = "COCKTAIL_EMULATE_TYPES")]
+    #[arg(help_heading = TESTING)]
     emulate_types: bool,
     /// With `--emulate-types`: emulate every type this many times slower, so that the
     /// modelled latency stays above this host's real one (the master's selection,
     /// autoscaling and matching use the same scale).
     #[arg(long, env = "COCKTAIL_EMULATE_SCALE", default_value_t = 1.0)]
+    #[arg(help_heading = TESTING)]
     emulate_scale: f64,
     /// Local provider: spot revocations per instance-hour beyond the price's.
     #[arg(long, env = "COCKTAIL_REVOCATIONS_PER_HOUR", default_value_t = 0.0)]
+    #[arg(help_heading = TESTING)]
     revocations_per_hour: f64,
     /// Local provider: seconds of notice before a revoked instance goes (default: the
     /// catalog's, 120).
     #[arg(long, env = "COCKTAIL_SPOT_NOTICE_S")]
+    #[arg(help_heading = TESTING)]
     spot_notice_s: Option<f64>,
     /// Stopped burstable standbys kept per pool and resumed on a spot interruption
     /// (MArk §4.5).
@@ -226,6 +236,7 @@ struct ResourceArgs {
     /// Keep every control-loop step (its measurements and decisions) in the store's
     /// `control_steps` collection, to replay it in the simulator's loop.
     #[arg(long, env = "COCKTAIL_RECORD_CONTROL_STEPS")]
+    #[arg(help_heading = TESTING)]
     record_control_steps: bool,
     /// Seconds between health checks of the running instances (dead, hung or never
     /// registered ones are replaced at once).
@@ -259,9 +270,11 @@ struct ResourceArgs {
     /// Local provider: replay this spot price history (CSV `seconds,instance_type,price`)
     /// instead of the synthetic process.
     #[arg(long, env = "COCKTAIL_SPOT_HISTORY")]
+    #[arg(help_heading = TESTING)]
     spot_history: Option<PathBuf>,
     /// Seed of the spot prices and the chaos.
     #[arg(long, env = "COCKTAIL_SEED", default_value_t = 1)]
+    #[arg(help_heading = TESTING)]
     seed: u64,
     /// MongoDB for instances, spot prices, utilisation and decisions, e.g.
     /// mongodb://127.0.0.1:27017 (default: kept in this process).
@@ -296,6 +309,7 @@ struct ResourceArgs {
     /// EC2, emulated only: take each instance's worker host from this tag instead of its
     /// private address (the moto harness runs instances as local processes).
     #[arg(long, env = "COCKTAIL_EC2_HOST_TAG")]
+    #[arg(help_heading = TESTING)]
     ec2_host_tag: Option<String>,
     /// EC2 and Docker: the master's URL as the instances reach it.
     #[arg(long, env = "COCKTAIL_PUBLIC_URL")]
@@ -338,7 +352,20 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match run(Args::parse()) {
+    // Flags over `COCKTAIL_*` variables over the `--config` file (config_file's header).
+    let args = match config_file::parse::<Args>(std::env::args_os(), CONFIG_PAGE_INTRO) {
+        Ok(Parsed::Run(args)) => args,
+        Ok(Parsed::Print(text)) => {
+            print!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        Err(ConfigError::Clap(error)) => error.exit(),
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
@@ -426,6 +453,10 @@ fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The head of docs/configuration.md (`--print-config-reference`); the rest is made from
+/// the flags' definitions.
+const CONFIG_PAGE_INTRO: &str = include_str!("config_page_intro.md");
+
 /// The OIP gRPC endpoint's port unless `--grpc-port` says otherwise, as Triton's.
 const DEFAULT_GRPC_PORT: u16 = 8001;
 
@@ -508,6 +539,50 @@ mod tests {
     #[test]
     fn the_flags_are_consistent() {
         Args::command().debug_assert();
+    }
+
+    #[test]
+    fn docs_configuration_md_is_generated_from_these_flags() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/configuration.md");
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        let current = config_file::reference(&Args::command(), CONFIG_PAGE_INTRO);
+        assert!(
+            committed == current,
+            "docs/configuration.md is stale: run `cargo run -p cocktail-master -- --print-config-reference > docs/configuration.md`"
+        );
+    }
+
+    #[test]
+    fn the_testing_flags_keep_their_names_and_go_in_their_own_table() {
+        let args = parse(&[
+            "--seed",
+            "7",
+            "--provisioning-delay-ms",
+            "0",
+            "--emulate-types",
+        ])
+        .unwrap();
+        assert_eq!(args.resources.seed, 7);
+        let command = Args::command();
+        let testing: Vec<&str> = command
+            .get_arguments()
+            .filter(|a| a.get_help_heading() == Some(TESTING))
+            .filter_map(|a| a.get_long())
+            .collect();
+        assert_eq!(
+            testing,
+            [
+                "provisioning-delay-ms",
+                "emulate-types",
+                "emulate-scale",
+                "revocations-per-hour",
+                "spot-notice-s",
+                "record-control-steps",
+                "spot-history",
+                "seed",
+                "ec2-host-tag",
+            ]
+        );
     }
 
     #[test]

@@ -217,7 +217,10 @@ pub async fn serve(
         // Workers this master launched go first, while it still answers their goodbyes.
         if let Some(controller) = controller {
             tracing::info!("stopping: terminating the instances this master launched");
-            controller.shutdown().await;
+            let left = controller.shutdown(SHUTDOWN_TERMINATE).await;
+            if !left.is_empty() {
+                tracing::error!(?left, "instances left running after shutdown");
+            }
         }
         handle.stop(true).await;
     });
@@ -236,6 +239,8 @@ pub async fn serve(
 }
 
 /// How long the gRPC endpoint may still take once HTTP has drained.
+/// How long a stopping master keeps asking a failing provider to terminate its instances.
+const SHUTDOWN_TERMINATE: std::time::Duration = std::time::Duration::from_secs(30);
 const GRPC_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Runs `tick` every `period` (the first at once) until `stop` is cancelled; a tick under

@@ -1,6 +1,6 @@
 //! The optimisers of mixed-type pools against issue 7's targets:
 //! - Kairos' matching, 20 queries × 20 instances in at most 20 µs and 200 × 200 in at
-//!   most 2 ms (kairos.txt §6: 0.05 ms for 20 × 20, network included);
+//!   most 2 ms (Kairos §6: 0.05 ms for 20 × 20, network included);
 //! - upper bounds for 1,000 configurations in at most 5 ms;
 //! - one Ribbon step (fit the GP, expected improvement everywhere) over up to 5,000
 //!   configurations in at most 50 ms.

@@ -53,7 +53,7 @@ pub enum Policy {
     #[value(name = "target-70")]
     #[serde(rename = "target-70")]
     TargetTracking70,
-    /// Target tracking with capacity for twice the load (mark.txt §5.1's variant).
+    /// Target tracking with capacity for twice the load (MArk §5.1's variant).
     #[value(name = "target-2x")]
     #[serde(rename = "target-2x")]
     TargetTracking,
@@ -646,7 +646,7 @@ fn retire_idle(measurements: &Measurements, config: &AutoscaleConfig) -> Vec<Dec
         .collect()
 }
 
-/// An interrupted instance's replacement (mark.txt §4.5): on-demand, on the cheapest
+/// An interrupted instance's replacement (MArk §4.5): on-demand, on the cheapest
 /// burstable type the pool may use (a transient stand-in until the next interval sizes
 /// the pool), else on the interrupted instance's own type, else the cheapest on-demand
 /// cover.

@@ -1,4 +1,4 @@
-//! One constraint key's ensemble as O2 sees it (cocktail.txt §4.1): the members, the
+//! One constraint key's ensemble as O2 sees it (Cocktail §4.1): the members, the
 //! candidate pool, a generation bumped by every change, and the window of labelled
 //! outcomes. No clocks: the live master (`cocktail_master::serving::state::KeyState`) and the simulator
 //! each decide when an interval is over and then call [`Ensemble::revisit`].

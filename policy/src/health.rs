@@ -1,5 +1,5 @@
-//! Whether an instance the provider runs still serves (DESIGN.md, Resource management:
-//! Health). The controller joins the provider's list with what the registry heard from
+//! Whether an instance the provider runs still serves (docs/design.md, "Health").
+//! The controller joins the provider's list with what the registry heard from
 //! each worker; an instance that is dead, hung or never registered is terminated and
 //! replaced at once, the analogue of an auto-scaling group's health check. Pure: the
 //! controller passes in what it observed and when.

@@ -1,4 +1,4 @@
-//! Kairos (kairos.txt §5): spreading batched queries over a pool that mixes instance
+//! Kairos (§5): spreading batched queries over a pool that mixes instance
 //! types by min-cost bipartite matching (§5.1, Eq. 4–8), the throughput upper bound of a
 //! configuration (§5.2, Eq. 9–15), the choice among the best bounds by similarity, and
 //! the Kairos+ search that evaluates only what the bounds cannot rule out (Algorithm 1).
@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::mix::{Config, dominated_by};
 
-/// A completion time this close to the target counts as a violation (kairos.txt §5.1:
+/// A completion time this close to the target counts as a violation (Kairos §5.1:
 /// "we replace T_qos with κT_qos … κ = 0.98").
 pub const KAPPA: f64 = 0.98;
 /// A pairing that would break the target costs this many targets (Eq. 8: "e.g., 10x").
@@ -509,7 +509,7 @@ mod tests {
         }
     }
 
-    /// kairos.txt Fig. 5: the large query waits for the fast instance instead of taking
+    /// Kairos Fig. 5: the large query waits for the fast instance instead of taking
     /// the slow one, which would break the target, and the small one takes the slow one.
     #[test]
     fn large_queries_go_where_they_meet_the_target() {

@@ -1,11 +1,11 @@
 //! The instance mix of one pool: how many instances of each type in a short list
-//! (ribbon.txt §3.2, kairos.txt §5.2), the configurations a search may try, and how a
+//! (Ribbon §3.2, Kairos §5.2), the configurations a search may try, and how a
 //! configuration is measured ([`ConfigEvaluator`]). Ribbon ([`crate::ribbon`]) and
 //! Kairos ([`crate::kairos`]) search this space.
 
 use serde::{Deserialize, Serialize};
 
-/// Types one pool may mix at most (ribbon.txt Fig. 8: the gains stop beyond three; the
+/// Types one pool may mix at most (Ribbon Fig. 8: the gains stop beyond three; the
 /// fourth is Kairos' pool of Table 4).
 pub const MAX_TYPES: usize = 4;
 
@@ -18,13 +18,13 @@ pub struct Space {
     pub types: Vec<String>,
     /// USD per hour of one instance of each type.
     pub prices: Vec<f64>,
-    /// The upper bound `m_i` per type (ribbon.txt Eq. 2).
+    /// The upper bound `m_i` per type (Ribbon Eq. 2).
     pub max: Vec<u32>,
 }
 
 impl Space {
     /// Every configuration with `0..=max[i]` instances of type `i` and at least one
-    /// instance, in increasing order along each dimension (ribbon.txt §4: "arranges the
+    /// instance, in increasing order along each dimension (Ribbon §4: "arranges the
     /// configurations in increasing order").
     pub fn configs(&self) -> Vec<Config> {
         let mut all = vec![Vec::new()];
@@ -81,7 +81,7 @@ impl Space {
     }
 
     /// Configurations of at least one instance costing at most `budget` per hour, each
-    /// type up to what the budget alone buys (kairos.txt §5.2).
+    /// type up to what the budget alone buys (Kairos §5.2).
     pub fn within_budget(types: Vec<String>, prices: Vec<f64>, budget: f64) -> Self {
         let max = prices
             .iter()
@@ -97,7 +97,7 @@ impl Space {
     }
 }
 
-/// `a ≤ b` in every dimension: `a` is a sub-configuration of `b` (kairos.txt §5.2).
+/// `a ≤ b` in every dimension: `a` is a sub-configuration of `b` (Kairos §5.2).
 pub fn dominated_by(a: &[u32], b: &[u32]) -> bool {
     a.iter().zip(b).all(|(x, y)| x <= y)
 }
@@ -105,7 +105,7 @@ pub fn dominated_by(a: &[u32], b: &[u32]) -> bool {
 /// How a configuration performed, measured by a [`ConfigEvaluator`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
-    /// Share of queries answered within the latency target (`R_sat`, ribbon.txt Eq. 2).
+    /// Share of queries answered within the latency target (`R_sat`, Ribbon Eq. 2).
     pub satisfaction: f64,
     /// Queries measured.
     pub queries: usize,
@@ -120,7 +120,7 @@ pub trait ConfigEvaluator {
     fn measure(&mut self, config: &[u32], rate_qps: f64) -> Result<Measurement, Self::Error>;
 
     /// The highest rate `config` serves with at least `target` of its queries in time
-    /// (kairos.txt §7: raise the rate until QoS breaks), by bisection between 0 and
+    /// (Kairos §7: raise the rate until QoS breaks), by bisection between 0 and
     /// `ceiling_qps` to within 1 %.
     fn throughput(
         &mut self,

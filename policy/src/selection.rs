@@ -79,7 +79,7 @@ pub struct Constraint {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Rule {
-    /// The paper's O1 and O2 (cocktail.txt §4.1), estimating on the recorded answers.
+    /// The paper's O1 and O2 (Cocktail §4.1), estimating on the recorded answers.
     #[default]
     Cocktail,
     /// Greedy forward selection on each constraint's buffer of labelled answers

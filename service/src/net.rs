@@ -20,6 +20,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// Transport and hardening flags of a server.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Transport")]
 pub struct NetArgs {
     /// Serve HTTPS with this PEM certificate chain (needs `--tls-key`).
     #[arg(long, env = "COCKTAIL_TLS_CERT", requires = "tls_key")]
@@ -104,7 +105,15 @@ impl NetArgs {
         }
         let tls = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some(Arc::new(server_tls(cert, key)?)),
-            _ => None,
+            (None, None) => None,
+            // Clap checks this for flags and variables, not for a configuration file's
+            // values (they are defaults to it).
+            _ => {
+                return Err(NetError::Flag {
+                    flag: "tls-cert` and `--tls-key",
+                    message: "go together: give both or neither".into(),
+                });
+            }
         };
         Ok(Net {
             tls,
@@ -307,5 +316,14 @@ mod tests {
         };
         let err = missing.load().unwrap_err().to_string();
         assert!(err.contains("/nonexistent/cert.pem"), "{err}");
+        let alone = NetArgs {
+            tls_cert: Some("/nonexistent/cert.pem".into()),
+            ..NetArgs::default()
+        };
+        let err = alone.load().unwrap_err().to_string();
+        assert!(
+            err.contains("`--tls-cert` and `--tls-key` go together"),
+            "{err}"
+        );
     }
 }

@@ -199,12 +199,12 @@ fn ribbon_searches_a_pool_mix_on_live_workers() {
         let bad = cluster
             .client
             .put(cluster.url("/v1/pools/resnet/mix"))
-            .json(&json!({ "types": ["g4dn.xlarge"], "counts": [99] }))
+            .json(&json!({ "instances": [{ "type": "g4dn.xlarge", "count": 99 }] }))
             .send()
             .await
             .unwrap();
         assert_eq!(bad.status().as_u16(), 422);
-        assert!(bad.text().await.unwrap().contains("counts"));
+        assert!(bad.text().await.unwrap().contains("`count`"));
     });
 }
 
@@ -310,7 +310,8 @@ async fn the_controller_measures_ribbon_configurations_once_they_have_settled() 
     // Load for eight intervals: a configuration is deployed in one, serves the whole
     // next one, and is measured by it.
     let ok = batched_load(&cluster, &items, 6.0, 32.0).await;
-    assert!(ok > 0);
+    // 192 batched queries; the mix changes under them and no query may fail for it.
+    assert!(ok >= 182, "{ok} of 192 batched queries answered");
     let decisions = mix_decisions(&cluster).await;
     let ribbon: Vec<&Value> = decisions
         .iter()

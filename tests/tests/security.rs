@@ -227,7 +227,7 @@ const ADMIN_ROUTES: &[(&str, Option<&str>)] = &[
     ("/v1/cost", None),
     (
         "/v1/pools/linear/mix",
-        Some(r#"{"types": ["r5n.large"], "counts": [2]}"#),
+        Some(r#"{"instances": [{"type": "r5n.large", "count": 2}]}"#),
     ),
 ];
 

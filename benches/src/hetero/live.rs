@@ -48,7 +48,12 @@ impl LiveEvaluator {
         let response = self
             .client
             .put(format!("{}/v1/pools/{}/mix", self.master, self.model))
-            .json(&json!({ "types": self.types, "counts": config }))
+            .json(&json!({ "instances": self
+                .types
+                .iter()
+                .zip(config)
+                .map(|(t, c)| json!({ "type": t, "count": c }))
+                .collect::<Vec<_>>() }))
             .send()
             .await?;
         let status = response.status();

@@ -1,5 +1,5 @@
 //! A pool that mixes instance types, serving batched queries of varying size
-//! (ribbon.txt §5.1, kairos.txt §7): a discrete-event simulation of one model's pool, the
+//! (Ribbon §5.1, Kairos §7): a discrete-event simulation of one model's pool, the
 //! [`ConfigEvaluator`] the optimisers run on, the baselines they are compared against
 //! ([`search`]) and the study behind `docs/results.md` ([`study`]).
 //!
@@ -100,7 +100,7 @@ impl PoolModel {
     }
 }
 
-/// Heavy-tailed log-normal batch sizes (kairos.txt §7, ribbon.txt §5.1), within `1..=max`.
+/// Heavy-tailed log-normal batch sizes (Kairos §7, Ribbon §5.1), within `1..=max`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BatchSizes {
     pub median: f64,
@@ -164,7 +164,7 @@ pub enum Placement {
     /// First come first served, to the instance that has been free the longest.
     Fcfs,
     /// First come first served, preferring the types in the pool's order (Ribbon's
-    /// "following the heterogeneous type order", ribbon.txt §5.1).
+    /// "following the heterogeneous type order", Ribbon §5.1).
     TypeOrder,
     /// Kairos' min-cost matching of the waiting queries to the instances (§5.1).
     Kairos,

@@ -1,4 +1,4 @@
-//! Ribbon against exhaustive search, hill climbing and random search (ribbon.txt §5.3):
+//! Ribbon against exhaustive search, hill climbing and random search (Ribbon §5.3):
 //! how many configurations each measures before it first measures the optimum, and what
 //! those measurements cost as a share of measuring every configuration (Fig. 13).
 //!
@@ -216,7 +216,7 @@ fn ribbon_until_optimum(table: &Table, log: &mut Log<'_>, search: &mut Ribbon) {
     }
 }
 
-/// Ribbon after a load change (ribbon.txt §5.5): a search that ran to the end on
+/// Ribbon after a load change (Ribbon §5.5): a search that ran to the end on
 /// `before` warm-starts on `after` (re-measuring its optimum first, which counts) and
 /// runs until it measures the new optimum. `None` when the first search found nothing
 /// that met the target.
@@ -241,7 +241,7 @@ pub fn run_warm(before: &Table, after: &Table) -> Option<SearchRun> {
     Some(log.finish(Strategy::Ribbon, chosen))
 }
 
-/// Random order, skipping what earlier measurements already decide (ribbon.txt §5.3):
+/// Random order, skipping what earlier measurements already decide (Ribbon §5.3):
 /// a configuration under one that failed, or over one that met the target more cheaply.
 fn random(table: &Table, log: &mut Log<'_>, rng: &mut SmallRng) {
     let mut order: Vec<usize> = (0..table.configs.len()).collect();
@@ -261,7 +261,7 @@ fn random(table: &Table, log: &mut Log<'_>, rng: &mut SmallRng) {
 
 /// From the middle, move to the best neighbour (one instance more or fewer of one type)
 /// while Eq. 2 improves; at a local optimum restart from a random unmeasured
-/// configuration (ribbon.txt §5.3, Fig. 12).
+/// configuration (Ribbon §5.3, Fig. 12).
 fn hill_climb(table: &Table, log: &mut Log<'_>, rng: &mut SmallRng) {
     let max = &table.space.max;
     let start: Config = max.iter().map(|m| m.div_ceil(2).max(1)).collect();

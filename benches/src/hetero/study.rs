@@ -1,7 +1,7 @@
 //! The mixed-pool study for `docs/results.md`: Ribbon's cost at QoS against the best
-//! homogeneous pool and against the other searches (ribbon.txt §5.2–5.4), and Kairos'
+//! homogeneous pool and against the other searches (Ribbon §5.2–5.4), and Kairos'
 //! query distribution and configuration choice against FCFS, Ribbon's instance order and
-//! the best homogeneous pool on throughput at QoS (kairos.txt §8.1–8.3).
+//! the best homogeneous pool on throughput at QoS (Kairos §8.1–8.3).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -20,12 +20,12 @@ use crate::stats::median;
 
 /// The models: two CNNs on Fashion-MNIST and the transformer on sentiment.
 pub const MODELS: [&str; 3] = ["resnet", "vgg", "minilm"];
-/// Ribbon's two diverse pools (ribbon.txt Table 3), the first type the homogeneous one.
+/// Ribbon's two diverse pools (Ribbon Table 3), the first type the homogeneous one.
 pub const RIBBON_POOLS: [[&str; 3]; 2] = [
     ["c5a.2xlarge", "m5.xlarge", "t3.xlarge"],
     ["g4dn.xlarge", "c5n.2xlarge", "r5n.large"],
 ];
-/// Kairos' pool (kairos.txt Table 4) and budget (§7: $2.5 per hour).
+/// Kairos' pool (Kairos Table 4) and budget (§7: $2.5 per hour).
 pub const KAIROS_POOL: [&str; 4] = ["g4dn.xlarge", "c5n.2xlarge", "r5n.large", "t3.xlarge"];
 pub const KAIROS_BUDGET: f64 = 2.5;
 /// p99: the share of queries within the latency target.
@@ -51,7 +51,7 @@ impl Scale {
 }
 
 /// The latency target: 1.3 times the largest query on the pool's fastest type for it,
-/// so that type alone can meet it (ribbon.txt §5.1).
+/// so that type alone can meet it (Ribbon §5.1).
 fn qos_for(pool: &PoolModel, largest: usize) -> f64 {
     let fastest = (0..pool.types.len())
         .map(|t| pool.latency_ms(t, largest))
@@ -84,7 +84,7 @@ pub struct LoadChange {
     pub warm_found: bool,
 }
 
-/// The load change of the warm-start study (ribbon.txt Fig. 16: 1.5 times).
+/// The load change of the warm-start study (Ribbon Fig. 16: 1.5 times).
 pub const LOAD_GROWTH: f64 = 1.5;
 
 /// One model on one pool for one seed: the table, then every strategy on it.
@@ -122,7 +122,7 @@ pub fn ribbon_case(
     }
     let space = pool.space(max);
     let table = Table::measure(space.clone(), &mut sim, rate, TARGET)?;
-    // The load grows by half (ribbon.txt §5.5): Ribbon from scratch and warm-started.
+    // The load grows by half (Ribbon §5.5): Ribbon from scratch and warm-started.
     let grown = Table::measure(space, &mut sim, LOAD_GROWTH * rate, TARGET)?;
     let scratch = search::run(Strategy::Ribbon, &grown, seed);
     let load_change = search::run_warm(&table, &grown).map(|warm| LoadChange {

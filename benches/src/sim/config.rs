@@ -8,13 +8,13 @@ use serde::Serialize;
 
 use crate::workload::{self, Mix};
 
-/// The serving schemes compared (cocktail.txt §5.1).
+/// The serving schemes compared (Cocktail §5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scheme {
     /// The single model that meets the constraint, on-demand, reactive scaling.
     #[value(name = "InFaaS")]
     Infaas,
-    /// Every candidate model, static, on spot (as cocktail.txt §5.2 compares it).
+    /// Every candidate model, static, on spot (as Cocktail §5.2 compares it).
     #[value(name = "Clipper")]
     Clipper,
     /// Every candidate, then drops one model at a time while accuracy holds; on spot.
@@ -37,7 +37,7 @@ impl Scheme {
         }
     }
 
-    /// Whether the scheme buys spot: all but InFaaS, which cocktail.txt §5.2 runs on
+    /// Whether the scheme buys spot: all but InFaaS, which Cocktail §5.2 runs on
     /// on-demand instances only, so that Cocktail's advantage over Clipper is not the spot
     /// discount.
     pub fn spot(self) -> bool {

@@ -1,4 +1,4 @@
-//! The baselines' model choices (cocktail.txt §5.1) and each scheme's interval step.
+//! The baselines' model choices (Cocktail §5.1) and each scheme's interval step.
 
 use cocktail_policy::ensemble::Ensemble;
 use cocktail_policy::response;

@@ -189,9 +189,9 @@ impl From<MasterError> for Status {
             | MasterError::UnsupportedMediaType(_) => Code::InvalidArgument,
             MasterError::Rejected { status, .. } if *status == 413 => Code::ResourceExhausted,
             MasterError::Rejected { .. } => Code::InvalidArgument,
-            MasterError::PayloadTooLarge { .. } | MasterError::RateLimited { .. } => {
-                Code::ResourceExhausted
-            }
+            MasterError::PayloadTooLarge { .. }
+            | MasterError::RateLimited { .. }
+            | MasterError::Overloaded { .. } => Code::ResourceExhausted,
             MasterError::Unauthorized { .. } => Code::Unauthenticated,
             MasterError::Forbidden { .. } => Code::PermissionDenied,
             MasterError::UnknownTask { .. }

@@ -18,7 +18,7 @@ impl ResponseError for MasterError {
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. } | Self::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::UnknownTask { .. }
             | Self::UnknownRequest { .. }
             | Self::UnknownInstance { .. }
@@ -51,7 +51,7 @@ impl ResponseError for MasterError {
                     response.insert_header((header::WWW_AUTHENTICATE, value));
                 }
             }
-            Self::RateLimited { retry_after, .. } => {
+            Self::RateLimited { retry_after, .. } | Self::Overloaded { retry_after, .. } => {
                 let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
                 response.insert_header((header::RETRY_AFTER, seconds.to_string()));
             }

@@ -91,6 +91,7 @@ use super::views;
         views::InstanceList,
         views::DecisionList,
         views::MixRequest,
+        views::MixEntry,
         views::MixChanged,
         dashboard::SignIn,
         dashboard::DashboardData,

@@ -231,7 +231,10 @@ pub async fn task_ready(
 /// members predicted slower are not chosen, members not back by then do not vote, and a
 /// later answer is an SLO violation, `latency_met: false`) and `accuracy` (required),
 /// `objective` (`accuracy` or `latency`),
-/// `label` (one per item, to learn from) and `scheme` (`weighted`, `majority`, `average`).
+/// `label` (one per item, to learn from), `scheme` (`weighted`, `majority`, `average`),
+/// `models` (pins the ensemble: comma-separated model names, each served by a worker)
+/// and `strict_deadline` (true: no late answer when no member is back by `latency_ms`;
+/// by default the first late answer is taken, `latency_met: false`).
 /// Triton's binary tensor extension is spoken both ways (`Inference-Header-Content-Length`).
 #[utoipa::path(post, path = "/v2/models/{task}/infer", security(("api_key" = [])),
     params(("task" = String, Path, description = "A task this master serves"),
@@ -240,7 +243,7 @@ pub async fn task_ready(
         (InferRequest = "application/json"),
         (cocktail_service::surface::BinaryTensors = "application/octet-stream"))),
     responses((status = 401, description = "With `--api-keys`: no or an unknown key", body = ErrorBody),
-        (status = 429, description = "With `--api-keys`: the key is over its requests per second", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
+        (status = 429, description = "Overloaded: a member's pool has more calls queued than it can start within `latency_ms` (`error_type` `overloaded`), or, with `--api-keys`, the key is over its requests per second (`rate_limited`)", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
         (status = 200, description = "Outputs `class`, `label`, `scores` (those asked for); `parameters` holds the models, votes, weights, cache hit, degraded flag and interval. Binary outputs (asked with `binary_data`) follow the JSON, as in the request",
             content((InferResponse = "application/json"), (cocktail_service::surface::BinaryTensors = "application/octet-stream")),
             headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"),
@@ -306,7 +309,7 @@ fn timed(started: Instant, answer: &Answer, header: Option<usize>) -> HttpRespon
         (ClassifyRequest = "application/json"),
         (ClassifyForm = "multipart/form-data"))),
     responses((status = 401, description = "With `--api-keys`: no or an unknown key", body = ErrorBody),
-        (status = 429, description = "With `--api-keys`: the key is over its requests per second", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
+        (status = 429, description = "Overloaded: a member's pool has more calls queued than it can start within `latency_ms` (`error_type` `overloaded`), or, with `--api-keys`, the key is over its requests per second (`rate_limited`)", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds"))),
         (status = 200, description = "The class of the one item, with the votes", body = Classified,
             headers(("Server-Timing" = String, description = "The master's own time and the time waiting for members, ms"))),
         (status = 400, description = "Malformed body", body = ErrorBody),
@@ -597,30 +600,37 @@ pub async fn set_mix(
     model: web::Path<String>,
     body: web::Json<MixRequest>,
 ) -> Result<HttpResponse> {
-    let MixRequest { types, counts } = body.into_inner();
-    if !(1..=MAX_TYPES).contains(&types.len()) {
+    let MixRequest { instances } = body.into_inner();
+    if !(1..=MAX_TYPES).contains(&instances.len()) {
         return Err(MasterError::invalid(
-            "types",
+            "instances",
             format!(
                 "takes 1 to {MAX_TYPES} instance types; given {}",
-                types.len()
+                instances.len()
             ),
         ));
     }
-    if counts.len() != types.len() {
+    if let Some(e) = instances.iter().find(|e| e.count > MAX_MIX_COUNT) {
         return Err(MasterError::invalid(
-            "counts",
+            "count",
             format!(
-                "needs one count per type ({}); given {}",
-                types.len(),
-                counts.len()
+                "must be 0 to {MAX_MIX_COUNT}; given {} for `{}`",
+                e.count, e.instance_type
             ),
         ));
     }
-    if let Some(c) = counts.iter().find(|&&c| c > MAX_MIX_COUNT) {
+    let (types, counts): (Vec<String>, Vec<u32>) = instances
+        .into_iter()
+        .map(|e| (e.instance_type, e.count))
+        .unzip();
+    if let Some((i, t)) = types
+        .iter()
+        .enumerate()
+        .find(|(i, t)| types[..*i].contains(t))
+    {
         return Err(MasterError::invalid(
-            "counts",
-            format!("each must be 0 to {MAX_MIX_COUNT}; given {c}"),
+            "type",
+            format!("`{t}` is named twice (entry {i}); give each type once"),
         ));
     }
     let changed = state.controller()?.set_mix(&model, &types, &counts).await?;
@@ -660,7 +670,7 @@ pub async fn mix_decisions(
         (status = 200, description = "Cost in USD", body = CostReport),
     (status = 404, description = "This master runs without a resource controller", body = ErrorBody)))]
 pub async fn cost(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse> {
-    Ok(HttpResponse::Ok().json(state.controller()?.cost().await))
+    Ok(HttpResponse::Ok().json(state.controller()?.cost().await?))
 }
 
 #[utoipa::path(get, path = "/metrics", responses((status = 401, description = "A caller beyond this host without the admin token", body = ErrorBody),

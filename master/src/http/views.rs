@@ -4,7 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::openapi::schema::{Array, ArrayBuilder, ObjectBuilder, Type};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::MemberFailure;
@@ -12,7 +11,6 @@ use crate::resources::controller::PoolReport;
 use crate::resources::provider::InstanceRecord;
 use crate::serving::answer::Substitute;
 use crate::serving::registry::InstanceView;
-use cocktail_policy::mix::MAX_TYPES;
 
 /// `GET /v2/models`: the tasks served.
 #[derive(Debug, Serialize, ToSchema)]
@@ -102,7 +100,7 @@ pub struct ItemVote {
 }
 
 /// The fields of `/v1/classify`, in JSON or as form parts; any other is refused.
-pub const CLASSIFY_FIELDS: [&str; 9] = [
+pub const CLASSIFY_FIELDS: [&str; 11] = [
     "task",
     "image",
     "text",
@@ -111,6 +109,8 @@ pub const CLASSIFY_FIELDS: [&str; 9] = [
     "objective",
     "label",
     "scheme",
+    "models",
+    "strict_deadline",
     "id",
 ];
 
@@ -145,6 +145,14 @@ pub struct ClassifyRequest {
     pub label: Option<Value>,
     /// The voting scheme for this request (default `majority`, the vote selection estimates).
     pub scheme: Option<SchemeName>,
+    /// Pins the ensemble: these models (comma-separated, or an array of names), each
+    /// served by some worker, vote as named; no selection, no substitutes, and the
+    /// request teaches selection nothing.
+    #[schema(value_type = Option<Value>)]
+    pub models: Option<Value>,
+    /// When true, members not back by `latency_ms` are not waited for even when none is
+    /// (the request then fails with 502); by default the first late answer is taken.
+    pub strict_deadline: Option<bool>,
     /// The id to answer with (and to give feedback on); generated when absent.
     pub id: Option<String>,
 }
@@ -164,12 +172,15 @@ pub struct ClassifyForm {
     pub text: Option<String>,
     #[schema(exclusive_minimum = 0.0, maximum = 60000.0)]
     pub latency_ms: f64,
-    #[schema(minimum = 0.0, maximum = 1.0)]
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub accuracy: f64,
     pub objective: Option<ObjectiveName>,
     /// A class index or label name.
     pub label: Option<String>,
     pub scheme: Option<SchemeName>,
+    /// Model names, comma-separated.
+    pub models: Option<String>,
+    pub strict_deadline: Option<bool>,
     pub id: Option<String>,
 }
 
@@ -280,29 +291,28 @@ pub struct Limit {
 /// Most instances of one type a mix may ask for.
 pub const MAX_MIX_COUNT: u32 = 16;
 
-/// `PUT /v1/pools/{model}/mix`: the instances of each type a pool should have.
+/// `PUT /v1/pools/{model}/mix`: the instances of each type a pool should have, one
+/// entry per type (a type and its count together, so that they cannot disagree).
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MixRequest {
-    /// Catalog instance types, 1 to 4.
+    /// 1 to 4 entries, each type once.
     #[schema(min_items = 1, max_items = 4)]
-    pub types: Vec<String>,
-    /// Instances of each type, 0 to 16 each, one per type.
-    #[serde(deserialize_with = "cocktail_common::whole::many")]
-    #[schema(schema_with = mix_counts)]
-    pub counts: Vec<u32>,
+    pub instances: Vec<MixEntry>,
 }
 
-fn mix_counts() -> Array {
-    ArrayBuilder::new()
-        .items(
-            ObjectBuilder::new()
-                .schema_type(Type::Integer)
-                .minimum(Some(0))
-                .maximum(Some(MAX_MIX_COUNT)),
-        )
-        .min_items(Some(1))
-        .max_items(Some(MAX_TYPES))
-        .build()
+/// One instance type of a mix and how many of it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MixEntry {
+    /// A catalog instance type.
+    #[serde(rename = "type")]
+    #[schema(rename = "type")]
+    pub instance_type: String,
+    /// Instances of the type, 0 to 16.
+    #[serde(deserialize_with = "cocktail_common::whole::one")]
+    #[schema(minimum = 0, maximum = 16)]
+    pub count: u32,
 }
 
 /// The answer to `PUT /v1/pools/{model}/mix`.

@@ -2,7 +2,7 @@
 //! ([`cocktail_policy::control`]) on live measurements: every interval it measures the
 //! load, predicts it one provisioning horizon ahead and sizes the pools; every reactive
 //! interval it checks SLO violations; on a spot interruption it stops routing to the
-//! doomed instance and launches a replacement (mark.txt §4.5); every health interval it
+//! doomed instance and launches a replacement (MArk §4.5); every health interval it
 //! replaces instances that are dead, hung or never registered ([`health`]). The simulator
 //! runs the same loop, so both make the same decisions from the same measurements. The
 //! provider carries out the decisions, one at a time; the store keeps them with their
@@ -33,7 +33,7 @@ use crate::resources::provider::{
     InstanceRecord, InstanceStatus, Interruption, LaunchSpec, Provider, now_s,
 };
 use crate::resources::store::{
-    ControlStepRecord, DecisionRecord, SpotPriceRecord, Store, UtilisationRecord,
+    BlindRecord, ControlStepRecord, DecisionRecord, SpotPriceRecord, Store, UtilisationRecord,
 };
 use crate::serving::usage::Snapshot;
 use crate::{Master, MasterError};
@@ -64,7 +64,7 @@ pub struct ControllerConfig {
     /// of over the last reactive interval.
     pub slo_last_requests: Option<usize>,
     /// Stopped burstable instances kept per pool, resumed on a spot interruption
-    /// (mark.txt §4.5).
+    /// (MArk §4.5).
     pub standbys: usize,
     /// Keep every step of the control loop (measurements and decisions) in the store.
     pub record_steps: bool,
@@ -252,9 +252,14 @@ impl Controller {
         self.warm_start(&mut control).await;
         let health_every = self.config.health_interval;
         let mut next_health = tokio::time::Instant::now();
+        // Interruptions a blind step could not act on, and when to look again.
+        let mut carried = Vec::new();
+        let mut blind_until = tokio::time::Instant::now();
         loop {
             let until_due = Duration::from_secs_f64((control.next_due() - now_s()).max(0.0));
-            let wake = (tokio::time::Instant::now() + until_due).min(next_health);
+            let wake = (tokio::time::Instant::now() + until_due)
+                .max(blind_until)
+                .min(next_health);
             let mut arrived = Vec::new();
             tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -271,14 +276,32 @@ impl Controller {
                 self.health_step().await;
                 next_health = tokio::time::Instant::now() + health_every;
             }
-            self.control_step(&mut control, arrived).await;
+            if tokio::time::Instant::now() < blind_until && arrived.is_empty() {
+                continue;
+            }
+            carried = match self.control_step(&mut control, arrived, carried).await {
+                Ok(()) => Vec::new(),
+                Err(unhandled) => {
+                    blind_until = tokio::time::Instant::now() + health_every;
+                    unhandled
+                }
+            };
         }
     }
 
     /// Every pool at its minimum before any load is seen; with a mix optimiser, its first
     /// configuration.
     async fn warm_start(&self, control: &mut Control) {
-        let (measurements, _) = self.measure(Vec::new()).await;
+        let (measurements, _) = loop {
+            match self.measure(Vec::new()).await {
+                Ok(measured) => break measured,
+                // Launching minimums into a cluster it cannot see could double it: wait.
+                Err(e) => {
+                    self.blind("warm start", &e);
+                    tokio::time::sleep(self.config.health_interval).await;
+                }
+            }
+        };
         if let Some(mix) = &self.config.mix {
             self.mix_round(mix, &measurements, 0.0).await;
             return;
@@ -290,9 +313,16 @@ impl Controller {
 
     /// Runs the loop at the current time until nothing more is due: measure, step, carry
     /// out. Notices of spot interruptions are handled first.
-    async fn control_step(&self, control: &mut Control, notices: Vec<Interruption>) {
+    /// Returns the interruptions not yet acted on when the provider could not list the
+    /// instances (the step decided nothing).
+    async fn control_step(
+        &self,
+        control: &mut Control,
+        notices: Vec<Interruption>,
+        carried: Vec<control::Interruption>,
+    ) -> Result<(), Vec<control::Interruption>> {
         let now = now_s();
-        let mut interruptions = Vec::new();
+        let mut interruptions = carried;
         for notice in notices {
             self.stop_routing(&notice);
             if !self.resume_standby(&notice).await {
@@ -305,7 +335,15 @@ impl Controller {
             }
         }
         while !interruptions.is_empty() || control.due(now) {
-            let (measurements, records) = self.measure(std::mem::take(&mut interruptions)).await;
+            let (measurements, records) = match self.measure(interruptions.clone()).await {
+                Ok(measured) => measured,
+                // The interruptions wait for the next step; the loop is due again then.
+                Err(e) => {
+                    self.blind("control", &e);
+                    return Err(interruptions);
+                }
+            };
+            interruptions.clear();
             let step = control.step(&measurements, now);
             if self.config.record_steps {
                 self.store.save(&ControlStepRecord {
@@ -325,6 +363,7 @@ impl Controller {
                 self.closed_interval(&report, &measurements, &records).await;
             }
         }
+        Ok(())
     }
 
     /// After a predictive interval: its figures into the metrics and the store, the mix
@@ -442,17 +481,34 @@ impl Controller {
             .collect()
     }
 
-    async fn live_instances(&self) -> Vec<InstanceRecord> {
-        match self.provider.describe().await {
-            Ok(records) => records
-                .into_iter()
-                .filter(InstanceRecord::is_live)
-                .collect(),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot list instances");
-                Vec::new()
-            }
-        }
+    /// The provider's live instances, or why it cannot list them: a controller that
+    /// cannot see its cluster must not act as if it were empty (it would launch every
+    /// pool's minimum again on each step while the fault lasts).
+    async fn live_instances(&self) -> Result<Vec<InstanceRecord>, MasterError> {
+        let described = self.provider.describe().await;
+        metrics::gauge!("cocktail_master_cluster_visible").set(if described.is_ok() {
+            1.0
+        } else {
+            0.0
+        });
+        Ok(described?
+            .into_iter()
+            .filter(InstanceRecord::is_live)
+            .collect())
+    }
+
+    /// A step that decided nothing because the provider could not list the instances:
+    /// logged, counted and kept with the decisions.
+    fn blind(&self, step: &str, error: &MasterError) {
+        tracing::error!(step, %error, "cannot see the cluster: this step decides nothing");
+        metrics::counter!("cocktail_master_blind_steps_total", "step" => step.to_owned())
+            .increment(1);
+        self.store.save(&BlindRecord {
+            at: now_s(),
+            trigger: "blind".into(),
+            step: step.to_owned(),
+            error: error.to_string(),
+        });
     }
 
     /// What the control loop sees now: the usage counters, every managed pool with its
@@ -465,8 +521,8 @@ impl Controller {
     async fn measure(
         &self,
         interruptions: Vec<control::Interruption>,
-    ) -> (Measurements, Vec<InstanceRecord>) {
-        let records = self.live_instances().await;
+    ) -> Result<(Measurements, Vec<InstanceRecord>), MasterError> {
+        let records = self.live_instances().await?;
         let usage = self.master.usage.snapshot();
         let recent = self
             .config
@@ -528,14 +584,21 @@ impl Controller {
             pools,
             interruptions,
         };
-        (measurements, records)
+        Ok((measurements, records))
     }
 
     /// A spot notice a worker read from its instance metadata (EC2), handed to the
     /// control loop. Returns `false` when the instance is not one this controller
     /// launched.
     pub async fn worker_notice(&self, id: &str, action: &str) -> bool {
-        let Some(record) = self.live_instances().await.into_iter().find(|r| r.id == id) else {
+        let records = match self.live_instances().await {
+            Ok(records) => records,
+            Err(e) => {
+                self.blind("notice", &e);
+                return false;
+            }
+        };
+        let Some(record) = records.into_iter().find(|r| r.id == id) else {
             return false;
         };
         let notice = Interruption {
@@ -569,10 +632,16 @@ impl Controller {
         });
     }
 
-    /// Resumes a cold standby of the interrupted instance's pool (mark.txt §4.5), if it
+    /// Resumes a cold standby of the interrupted instance's pool (MArk §4.5), if it
     /// has one; `false` when it has none and the loop should launch a replacement.
     async fn resume_standby(&self, notice: &Interruption) -> bool {
-        let records = self.live_instances().await;
+        let records = match self.live_instances().await {
+            Ok(records) => records,
+            Err(e) => {
+                self.blind("standby", &e);
+                return false;
+            }
+        };
         let cold = {
             let standbys = self.standbys.lock();
             records
@@ -685,7 +754,13 @@ impl Controller {
 
     /// Per-second cost of every instance so far, per pool and in total, into `/metrics`.
     async fn publish_costs(&self) {
-        let cost = self.cost().await;
+        let cost = match self.cost().await {
+            Ok(cost) => cost,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot price the instances: costs not published");
+                return;
+            }
+        };
         for (pool, usd) in &cost.pools {
             metrics::gauge!("cocktail_master_cost_usd", "pool" => pool.clone()).set(*usd);
         }
@@ -693,33 +768,71 @@ impl Controller {
     }
 
     /// What the instances have cost, per pool and in total, and per 1,000 requests.
-    pub async fn cost(&self) -> CostReport {
+    pub async fn cost(&self) -> Result<CostReport, MasterError> {
         let now = now_s();
-        let records = self.provider.describe().await.unwrap_or_default();
+        let records = self.provider.describe().await?;
         let mut pools: HashMap<String, f64> = HashMap::new();
         for r in &records {
             *pools.entry(r.model.clone()).or_default() += r.cost(now);
         }
         let total: f64 = pools.values().sum();
         let requests = self.master.usage.snapshot().requests;
-        CostReport {
+        Ok(CostReport {
             per_1000_requests: (requests > 0).then(|| total / requests as f64 * 1000.0),
             pools: pools.into_iter().collect(),
             total,
             requests,
-        }
+        })
     }
 
     /// Terminates every live instance (the master is stopping); workers drain first.
-    pub async fn shutdown(&self) {
-        let live = self.live_instances().await;
-        let stops = live.iter().map(|r| self.provider.terminate(&r.id));
-        for result in futures_util::future::join_all(stops).await {
-            if let Err(e) = result {
-                tracing::warn!(error = %e, "terminate at shutdown failed");
+    /// A provider that fails is asked again, with back-off, until `deadline`; returns
+    /// the instances it could not terminate (empty when none is left), each logged.
+    pub async fn shutdown(&self, deadline: Duration) -> Vec<String> {
+        let give_up = tokio::time::Instant::now() + deadline;
+        let mut pause = Duration::from_millis(100);
+        let mut left: Vec<String> = Vec::new();
+        loop {
+            match self.live_instances().await {
+                Ok(live) => {
+                    let ids: Vec<String> = live.into_iter().map(|r| r.id).collect();
+                    let stops = ids.iter().map(|id| self.provider.terminate(id));
+                    let results = futures_util::future::join_all(stops).await;
+                    left = ids
+                        .into_iter()
+                        .zip(results)
+                        .filter_map(|(id, result)| {
+                            result
+                                .inspect_err(|e| {
+                                    tracing::warn!(%id, error = %e, "terminate at shutdown failed");
+                                })
+                                .err()
+                                .map(|_| id)
+                        })
+                        .collect();
+                    if left.is_empty() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list the instances to terminate at shutdown");
+                    if left.is_empty() {
+                        left.push("(the provider could not list them)".into());
+                    }
+                }
             }
+            if tokio::time::Instant::now() + pause > give_up {
+                tracing::error!(
+                    ?left,
+                    "shutdown leaves instances running: terminate them by hand"
+                );
+                break;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
         }
         self.provider.close().await;
+        left
     }
 
     pub fn pools_report(&self) -> (f64, Vec<PoolReport>) {

@@ -53,20 +53,28 @@ impl Learned {
     }
 
     /// The forecast `steps` intervals ahead (the model's last lead beyond it).
-    fn run(&self, steps: usize) -> Option<f64> {
+    fn run(&self, steps: usize) -> Result<f64, String> {
         let scale = self.mean().max(1e-6);
         let input = Array2::from_shape_vec(
             (1, WINDOW),
             self.recent.iter().map(|r| (r / scale) as f32).collect(),
         )
-        .ok()?;
+        .map_err(|e| e.to_string())?;
         let mut session = self.session.lock();
-        let tensor = TensorRef::from_array_view(input.view()).ok()?;
-        let outputs = session.run(ort::inputs!["rates" => tensor]).ok()?;
-        let (_, value) = outputs.iter().next()?;
-        let (_, data) = value.try_extract_tensor::<f32>().ok()?;
+        let tensor = TensorRef::from_array_view(input.view()).map_err(|e| e.to_string())?;
+        let outputs = session
+            .run(ort::inputs!["rates" => tensor])
+            .map_err(|e| e.to_string())?;
+        let (_, value) = outputs
+            .iter()
+            .next()
+            .ok_or_else(|| "the model has no output".to_owned())?;
+        let (_, data) = value
+            .try_extract_tensor::<f32>()
+            .map_err(|e| e.to_string())?;
         data.get(steps.clamp(1, HORIZON) - 1)
             .map(|v| f64::from(*v) * scale)
+            .ok_or_else(|| format!("the output has {} leads, not {HORIZON}", data.len()))
     }
 }
 
@@ -87,6 +95,14 @@ impl Predictor for Learned {
         if self.recent.len() < WINDOW {
             return self.mean().max(0.0);
         }
-        self.run(steps).unwrap_or_else(|| self.mean()).max(0.0)
+        // A failed run falls back to the recent mean, visibly: logged and counted.
+        match self.run(steps) {
+            Ok(forecast) => forecast.max(0.0),
+            Err(e) => {
+                tracing::warn!(error = %e, "learned predictor failed: forecasting the recent mean");
+                metrics::counter!("cocktail_master_predictor_errors_total").increment(1);
+                self.mean().max(0.0)
+            }
+        }
     }
 }

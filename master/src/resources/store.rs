@@ -13,7 +13,7 @@ use serde_json::Value;
 mod records;
 
 pub use records::{
-    ControlStepRecord, DecisionRecord, MixDecisionRecord, Record, SpotPriceRecord,
+    BlindRecord, ControlStepRecord, DecisionRecord, MixDecisionRecord, Record, SpotPriceRecord,
     UtilisationRecord,
 };
 

@@ -1,5 +1,5 @@
 //! Serving one ensemble slot so that a request fails only when no candidate could answer
-//! in time (DESIGN.md, the request path, step 4). A slot is the member O1/O2 chose; when
+//! in time (docs/design.md, "The request path"). A slot is the member O1/O2 chose; when
 //! it cannot answer (no live instance, refused, 5xx, deadline), the next candidate of
 //! [`cocktail_policy::selection::substitutes`] that some worker serves stands in. A member that is
 //! slow to answer is hedged: past [`hedge_after`] a substitute is asked too, and the
@@ -63,6 +63,72 @@ pub struct Slot {
     pub finished: Instant,
 }
 
+impl Slot {
+    /// A slot the request stopped waiting for: its member counts as late.
+    fn cut_off(member: usize) -> Self {
+        Self {
+            answer: Err(MemberError::Deadline),
+            failures: vec![(member, MemberError::Deadline)],
+            finished: Instant::now(),
+        }
+    }
+}
+
+/// When a request stops waiting for its slots ([`gather`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Waiting {
+    /// When the answer is due: from then on, the members that answered vote.
+    pub due: Instant,
+    /// Wait for every slot (to the call deadline) rather than answer at `due` with the
+    /// members back by then: the ensemble was chosen knowing all would be late.
+    pub all: bool,
+}
+
+/// Serves every member's slot and returns them in member order. At `due` the request
+/// answers with the members back by then; when none is, it takes the first late answer
+/// instead of failing (the calls themselves end at the call deadline, [`Call::deadline`],
+/// which is `due` itself when the client asked for strict deadlines). Slots still
+/// running when the request stops waiting count as missed their deadline.
+pub async fn gather(
+    call: Call<'_>,
+    members: &[usize],
+    spares: &Spares,
+    waiting: Waiting,
+) -> Vec<Slot> {
+    let mut running: FuturesUnordered<_> = members
+        .iter()
+        .enumerate()
+        .map(|(i, &m)| async move { (i, serve_slot(call, m, spares).await) })
+        .collect();
+    let mut slots: Vec<Option<Slot>> = members.iter().map(|_| None).collect();
+    let answered = |slots: &[Option<Slot>]| slots.iter().flatten().any(|s| s.answer.is_ok());
+    let due = tokio::time::sleep_until(waiting.due.into());
+    let mut due = std::pin::pin!(due);
+    let mut past_due = false;
+    loop {
+        tokio::select! {
+            next = running.next() => {
+                let Some((i, slot)) = next else { break };
+                slots[i] = Some(slot);
+                if past_due && !waiting.all && answered(&slots) {
+                    break;
+                }
+            }
+            () = &mut due, if !past_due => {
+                past_due = true;
+                if !waiting.all && answered(&slots) {
+                    break;
+                }
+            }
+        }
+    }
+    slots
+        .into_iter()
+        .zip(members)
+        .map(|(slot, &m)| slot.unwrap_or_else(|| Slot::cut_off(m)))
+        .collect()
+}
+
 /// What every slot of a request shares.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
@@ -70,6 +136,7 @@ pub struct Call<'a> {
     pub registry: &'a Registry,
     pub task: &'a TaskTable,
     pub body: &'a MemberBody,
+    /// When every call of the request ends, answered or not.
     pub deadline: Instant,
     pub items: usize,
     /// The earliest a slow member is hedged.

@@ -23,7 +23,7 @@ mod pool;
 mod tests;
 
 pub use instance::{Instance, UNANSWERED_LIMIT};
-pub use pool::{Lease, NoSlot, Pool, RECENT_BATCHES, Speed};
+pub use pool::{Backlog, Lease, NoSlot, Pool, RECENT_BATCHES, Speed};
 
 /// All pools, by model name.
 #[derive(Debug, Default)]

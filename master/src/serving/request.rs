@@ -31,6 +31,12 @@ pub struct ValidRequest {
     /// One label per item, or none.
     pub labels: Option<Vec<usize>>,
     pub scheme: Option<Scheme>,
+    /// `models`: the ensemble the client pinned (indices into the task's models), served
+    /// as it is: no selection, no substitutes, and nothing learnt for the constraint.
+    pub pinned: Option<Vec<usize>>,
+    /// `strict_deadline`: members not back by the latency target are not waited for,
+    /// even when none answered (the request then fails), instead of a late answer.
+    pub strict_deadline: bool,
     /// What the client asked of the answer: which outputs, in which form (its inputs
     /// dropped).
     pub form: InferRequest,
@@ -80,6 +86,8 @@ pub fn valid(
     let constraint = constraint(parameters)?;
     let labels = labels(task, parameters.get("label"), items)?;
     let scheme = scheme(parameters.get("scheme"))?;
+    let pinned = pinned(task, parameters.get("models"))?;
+    let strict_deadline = flag(parameters, "strict_deadline")?;
     Ok(ValidRequest {
         id: form.id.clone(),
         member: member_body(inputs, wire)?,
@@ -87,6 +95,8 @@ pub fn valid(
         constraint,
         labels,
         scheme,
+        pinned,
+        strict_deadline,
         form,
     })
 }
@@ -284,6 +294,70 @@ pub fn scheme(value: Option<&Value>) -> Result<Option<Scheme>, MasterError> {
         Some(other) => Err(MasterError::invalid(
             "scheme",
             format!("must be a string; given {other}"),
+        )),
+    }
+}
+
+/// `models`: a pinned ensemble, as a comma-separated string (OIP parameters are
+/// scalars) or, in JSON, an array of names; each must be one of the task's models, once.
+/// Whether a worker serves them is checked when the request is dispatched.
+pub fn pinned(task: &TaskTable, value: Option<&Value>) -> Result<Option<Vec<usize>>, MasterError> {
+    let names: Vec<&str> = match value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => s.split(',').map(str::trim).collect(),
+        Some(Value::Array(values)) => values
+            .iter()
+            .map(|v| {
+                v.as_str().ok_or_else(|| {
+                    MasterError::invalid("models", format!("must name models; given {v}"))
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(MasterError::invalid(
+                "models",
+                format!("must be a comma-separated string of model names; given {other}"),
+            ));
+        }
+    };
+    if names.is_empty() || names.iter().any(|n| n.is_empty()) {
+        return Err(MasterError::invalid(
+            "models",
+            format!("must name at least one model, separated by commas; given {value:?}"),
+        ));
+    }
+    let mut pinned = Vec::with_capacity(names.len());
+    for name in names {
+        let model = task.model_index(name).ok_or_else(|| {
+            MasterError::invalid(
+                "models",
+                format!(
+                    "`{name}` is not a model of this task; it has {:?}",
+                    task.models
+                ),
+            )
+        })?;
+        if pinned.contains(&model) {
+            return Err(MasterError::invalid(
+                "models",
+                format!("names `{name}` twice"),
+            ));
+        }
+        pinned.push(model);
+    }
+    Ok(Some(pinned))
+}
+
+/// A boolean parameter (absent: false); multipart forms carry it as text.
+fn flag(parameters: &Map<String, Value>, field: &str) -> Result<bool, MasterError> {
+    match parameters.get(field) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(Value::String(s)) if s == "true" => Ok(true),
+        Some(Value::String(s)) if s == "false" => Ok(false),
+        Some(other) => Err(MasterError::invalid(
+            field,
+            format!("must be true or false; given {other}"),
         )),
     }
 }

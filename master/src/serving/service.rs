@@ -1,4 +1,4 @@
-//! The request path (DESIGN.md): constraint key → ensemble (in-process table, then the
+//! The request path (docs/design.md): constraint key → ensemble (in-process table, then the
 //! shared cache, then O1) → fan-out to the members' pools with a deadline → per-item
 //! vote → labels (real, or pseudo from the full candidate set) → O2 at interval ends.
 
@@ -12,39 +12,44 @@ use std::time::{Duration, Instant};
 use cocktail_common::Zoo;
 use cocktail_common::catalog::Catalog;
 use cocktail_common::latency::BatchLatency;
-use futures_util::future::join_all;
 
 use crate::config::MasterConfig;
 use crate::error::{MasterError, MemberFailure};
 use crate::serving::answer::{self, Answer, Returns};
 use crate::serving::cache::{CachedSelection, SharedCache};
-use crate::serving::dispatch::{MemberError, call_member};
-use crate::serving::failover::{Call, Slot, Spares, serve_slot};
+use crate::serving::dispatch::MemberError;
+use crate::serving::failover::{Call, Slot, Spares, Waiting, gather};
 use crate::serving::registry::{Registry, Speed};
 use crate::serving::request::ValidRequest;
-use crate::serving::state::{Answered, ConstraintKey, Ensembles, KeyState, Recent};
+use crate::serving::state::{ConstraintKey, Ensembles, KeyState, Recent};
 use crate::serving::tasks::{self, TaskTable};
 use crate::serving::traffic::{Outcome, Traffic};
 use crate::serving::usage::Usage;
-use cocktail_policy::measured::Labelled;
 use cocktail_policy::response;
-use cocktail_policy::selection::{self, Adjustment, Constraint, Rule};
-use cocktail_policy::voting::{BatchOutcome, Scheme, Voter, vote_batch};
+use cocktail_policy::selection::{self, Constraint};
+use cocktail_policy::voting::{Scheme, Voter, vote_batch};
+
+mod learning;
 
 /// A request's ensemble, as [`Master::resolve`] found it.
 struct Resolved {
     task: Arc<TaskTable>,
     key: ConstraintKey,
-    state: Arc<Mutex<KeyState>>,
+    /// The constraint's selection; `None` for a pinned ensemble, which learns nothing.
+    state: Option<Arc<Mutex<KeyState>>>,
     cache_hit: bool,
     members: Vec<usize>,
     generation: u64,
-    /// When the answer is due: `latency_ms` (plus the grace) after arrival.
-    due: Instant,
-    /// When the request stops waiting for its members: `due`, or later when none of them
-    /// is predicted to answer in time ([`response::wait_ms`]).
+    /// When the answer is due and whether to wait past it for every member.
+    waiting: Waiting,
+    /// When every member call ends: [`response::LATE_LIMIT_MS`] after arrival at the
+    /// earliest, so that members late for `due` still give an answer when none is back
+    /// in time; `due` itself under `strict_deadline`.
     deadline: Instant,
 }
+
+/// Round trips that warm and time a newly registered instance ([`Master::probe`]).
+const PROBES: usize = 5;
 
 /// How often a constraint's selection is compared with the shared cache.
 const SYNC_PERIOD: Duration = Duration::from_secs(1);
@@ -118,23 +123,33 @@ impl Master {
         })
     }
 
-    /// Times a round trip to a newly registered instance's readiness probe, in the
-    /// background: its pool's first overhead estimate, so that the first selection
-    /// counts the hop before any member call is measured.
+    /// Warms the connection to a newly registered instance and times the hop, in the
+    /// background: [`PROBES`] round trips to its readiness probe on the connection the
+    /// first member call will reuse, the median of which is its pool's first overhead
+    /// estimate. So the first request pays no connection set-up, and the first
+    /// selection counts the hop without taking one slow round trip (a busy host right
+    /// after start) for the pool's speed.
     pub fn probe(&self, model: &str, url: &str) {
         let Some(pool) = self.registry.pool(model) else {
             return;
         };
         let (client, url) = (self.client.clone(), format!("{url}/v2/health/ready"));
         tokio::spawn(async move {
-            let started = Instant::now();
-            let answered = client
-                .get(&url)
-                .timeout(Duration::from_secs(2))
-                .send()
-                .await;
-            if answered.is_ok_and(|r| r.status().is_success()) {
-                pool.observe_probe(started.elapsed());
+            let mut took = Vec::with_capacity(PROBES);
+            for _ in 0..PROBES {
+                let started = Instant::now();
+                let answered = client
+                    .get(&url)
+                    .timeout(Duration::from_secs(2))
+                    .send()
+                    .await;
+                if answered.is_ok_and(|r| r.status().is_success()) {
+                    took.push(started.elapsed());
+                }
+            }
+            took.sort();
+            if let Some(&median) = took.get(took.len() / 2) {
+                pool.observe_probe(median);
             }
         });
     }
@@ -365,7 +380,10 @@ impl Master {
         request: ValidRequest,
         started: Instant,
     ) -> Result<Answer, MasterError> {
-        let resolved = self.resolve(task_name, &request).await?;
+        let resolved = match &request.pinned {
+            Some(members) => self.resolve_pinned(task_name, &request, members)?,
+            None => self.resolve(task_name, &request).await?,
+        };
         let waiting = Instant::now();
         let slots = self.dispatch(&resolved, &request).await;
         let wait = waiting.elapsed();
@@ -373,7 +391,7 @@ impl Master {
         // A member missed when it gave no answer in time, or answered only after the
         // answer was due (a request that waited for late members).
         self.usage.record(slots.iter().flat_map(|slot| {
-            let late = slot.finished > resolved.due;
+            let late = slot.finished > resolved.waiting.due;
             let answered = slot.answer.as_ref().ok().map(|(m, _)| (*m, late));
             slot.failures
                 .iter()
@@ -481,38 +499,133 @@ impl Master {
                 &self.served_with(&task, false),
             ));
         }
-        // The answer is due `latency_ms` after the request arrived: members answer by
-        // then (plus the grace, 0 unless configured) or are left out of the vote; when
-        // none is predicted to answer in time, the request waits for their late answer.
-        let latency_ms = request.constraint.latency_ms;
-        let grace_ms = self.config.deadline_grace.as_secs_f64() * 1e3;
-        let due = started + Duration::from_secs_f64((latency_ms + grace_ms) / 1e3);
-        let deadline = started
-            + Duration::from_secs_f64(response::wait_ms(latency_ms, grace_ms, none_fits) / 1e3);
+        self.admit(&task, &members, &request.constraint)?;
+        let (waiting, deadline) = self.timing(started, request, none_fits);
         Ok(Resolved {
             task,
             key,
-            state,
+            state: Some(state),
             cache_hit,
             members,
             generation,
-            due,
+            waiting,
             deadline,
         })
+    }
+
+    /// A pinned ensemble (`models`), served as named once every member has a worker.
+    fn resolve_pinned(
+        &self,
+        task_name: &str,
+        request: &ValidRequest,
+        members: &[usize],
+    ) -> Result<Resolved, MasterError> {
+        let started = Instant::now();
+        let task = Arc::clone(self.task(task_name)?);
+        if let Some(&idle) = members
+            .iter()
+            .find(|&&m| !self.registry.serves(&task.models[m]))
+        {
+            let served: Vec<&String> = task
+                .models
+                .iter()
+                .filter(|m| self.registry.serves(m))
+                .collect();
+            return Err(MasterError::invalid(
+                "models",
+                format!(
+                    "`{}` has no worker serving it now; served: {served:?}",
+                    task.models[idle]
+                ),
+            ));
+        }
+        self.admit(&task, members, &request.constraint)?;
+        let (waiting, deadline) = self.timing(started, request, false);
+        Ok(Resolved {
+            key: ConstraintKey::new(task_name, &request.constraint),
+            task,
+            state: None,
+            cache_hit: false,
+            members: members.to_vec(),
+            generation: 0,
+            waiting,
+            deadline,
+        })
+    }
+
+    /// Admission under overload: a request is refused at once (429, `Retry-After`) when
+    /// some member's pool has so many calls queued that this one would wait longer than
+    /// the whole latency target for a slot. Admitted requests then keep their latency,
+    /// and the client learns at once that it should back off.
+    fn admit(
+        &self,
+        task: &TaskTable,
+        members: &[usize],
+        constraint: &Constraint,
+    ) -> Result<(), MasterError> {
+        let target = Duration::from_secs_f64(constraint.latency_ms / 1e3);
+        for &m in members {
+            let model = &task.models[m];
+            let Some(backlog) = self.registry.pool(model).and_then(|p| p.backlog()) else {
+                continue;
+            };
+            if backlog.wait > target {
+                metrics::counter!("cocktail_master_shed_total", "model" => model.clone())
+                    .increment(1);
+                return Err(MasterError::Overloaded {
+                    model: model.clone(),
+                    queued: backlog.queued,
+                    slots: backlog.slots,
+                    wait_ms: backlog.wait.as_secs_f64() * 1e3,
+                    latency_ms: constraint.latency_ms,
+                    retry_after: backlog.wait.max(Duration::from_secs(1)),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// When a request arriving at `started` is due, and when its member calls end. The
+    /// answer is due `latency_ms` (plus the grace, 0 unless configured) after arrival,
+    /// with the members back by then. When none is back, the request takes the first late
+    /// answer within [`response::LATE_LIMIT_MS`] of arrival rather than fail, unless the
+    /// client asked for `strict_deadline`. When no member is predicted to answer in time
+    /// (`none_fits`), it waits that long for all of them.
+    fn timing(
+        &self,
+        started: Instant,
+        request: &ValidRequest,
+        none_fits: bool,
+    ) -> (Waiting, Instant) {
+        let latency_ms = request.constraint.latency_ms;
+        let grace_ms = self.config.deadline_grace.as_secs_f64() * 1e3;
+        let due_ms = latency_ms + grace_ms;
+        let until_ms = if request.strict_deadline {
+            due_ms
+        } else {
+            response::wait_ms(latency_ms, grace_ms, true)
+        };
+        let at = |ms: f64| started + Duration::from_secs_f64(ms / 1e3);
+        let waiting = Waiting {
+            due: at(due_ms),
+            all: none_fits && !request.strict_deadline,
+        };
+        (waiting, at(until_ms))
     }
 
     /// Every member's call, each with its failover to substitutes and its hedge.
     #[tracing::instrument(skip_all, fields(members = resolved.members.len()))]
     async fn dispatch(&self, resolved: &Resolved, request: &ValidRequest) -> Vec<Slot> {
-        let spares = Spares::new({
-            let s = resolved.state.lock();
+        // A pinned ensemble is served as named: no member stands in for another.
+        let spares = Spares::new(resolved.state.as_ref().map_or_else(Vec::new, |state| {
+            let s = state.lock();
             selection::substitutes(
                 &resolved.task.candidates,
                 &s.pool,
                 &resolved.members,
                 &s.constraint,
             )
-        });
+        }));
         let call = Call {
             client: &self.client,
             registry: &self.registry,
@@ -522,242 +635,7 @@ impl Master {
             items: request.items,
             hedge_min: self.config.hedge_min,
         };
-        join_all(
-            resolved
-                .members
-                .iter()
-                .map(|&m| serve_slot(call, m, &spares)),
-        )
-        .await
-    }
-
-    /// What the request teaches: the window of its constraint and the class weights,
-    /// from its labels, or later from feedback or a pseudo-label; then O2 when due.
-    fn learn(
-        &self,
-        resolved: &Resolved,
-        request: &ValidRequest,
-        slots: &[Slot],
-        outcome: &BatchOutcome,
-        id: &str,
-    ) {
-        let record = Answered {
-            task: Arc::clone(&resolved.task),
-            state: Arc::clone(&resolved.state),
-            generation: resolved.generation,
-            // A substitute's answer is not its member's: the member's slot learns nothing.
-            member_classes: resolved
-                .members
-                .iter()
-                .zip(slots)
-                .map(|(&member, slot)| match &slot.answer {
-                    Ok((model, a)) if *model == member => Some(a.classes.clone()),
-                    _ => None,
-                })
-                .collect(),
-            members: resolved.members.clone(),
-            ensemble: outcome.class.clone(),
-            winning_votes: outcome.winning_votes.clone(),
-        };
-        match &request.labels {
-            Some(labels) => {
-                record.learn(labels);
-                self.maybe_measure(&record, request, labels, resolved.deadline);
-            }
-            None => {
-                self.maybe_pseudo_label(&record, request, resolved.deadline);
-                self.recent.remember(id.to_owned(), record);
-            }
-        }
-        self.revisit(&resolved.task, &resolved.key, &resolved.state);
-    }
-
-    /// O2 at the end of the key's interval; a change is published to the shared cache.
-    fn revisit(&self, task: &TaskTable, key: &ConstraintKey, state: &Mutex<KeyState>) {
-        let change = {
-            let mut s = state.lock();
-            if !s.due(self.config.interval) {
-                return;
-            }
-            s.revisit(
-                &self.served(task),
-                self.config.interval,
-                &self.config.selection,
-                task.recorded.as_ref(),
-            )
-        };
-        if let Some(change) = change {
-            let kind = match change {
-                Adjustment::Prune(_) => "prune",
-                Adjustment::Add(_) => "add",
-                Adjustment::Revert(_) => "revert",
-                Adjustment::Refit(_) => "refit",
-                Adjustment::Measured(_) => "measured",
-                Adjustment::Keep => "keep",
-            };
-            let (members, window_accuracy) = {
-                let s = state.lock();
-                (names(task, &s.members), s.window_accuracy())
-            };
-            let now_s = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64());
-            self.traffic.decided(
-                key.as_str(),
-                &change,
-                members.clone(),
-                window_accuracy,
-                now_s,
-            );
-            tracing::info!(%key, kind, ?members, "O2 changed an ensemble");
-            metrics::counter!("cocktail_master_selection_changes_total", "kind" => kind)
-                .increment(1);
-            self.publish(task, key, state);
-        }
-    }
-
-    /// Every n-th unlabelled request also goes to the candidates outside the ensemble,
-    /// in the background; what the others agree on becomes each candidate's pseudo-label
-    /// ([`Answered::learn_pseudo`]).
-    fn maybe_pseudo_label(&self, record: &Answered, request: &ValidRequest, deadline: Instant) {
-        let every = self.config.pseudo_label_every;
-        if every == 0
-            || !self
-                .unlabelled
-                .fetch_add(1, Ordering::Relaxed)
-                .is_multiple_of(every)
-        {
-            return;
-        }
-        let asking = self.ask_the_others(record, request, deadline);
-        let (record, items) = (record.clone(), request.items);
-        tokio::spawn(async move {
-            let all = asking.await;
-            record.learn_pseudo(&all, items);
-        });
-    }
-
-    /// Under measured selection, every n-th labelled request also goes to the
-    /// candidates outside the ensemble, in the background; the items, with every
-    /// candidate's answer and their labels, join the constraint's buffer.
-    fn maybe_measure(
-        &self,
-        record: &Answered,
-        request: &ValidRequest,
-        labels: &[usize],
-        deadline: Instant,
-    ) {
-        let every = self.config.shadow_every;
-        if self.config.selection.rule != Rule::Measured
-            || every == 0
-            || !self
-                .labelled
-                .fetch_add(1, Ordering::Relaxed)
-                .is_multiple_of(every)
-        {
-            return;
-        }
-        let asking = self.ask_the_others(record, request, deadline);
-        let (state, labels) = (Arc::clone(&record.state), labels.to_vec());
-        let models = record.task.models.len();
-        tokio::spawn(async move {
-            let all = asking.await;
-            let mut state = state.lock();
-            for (item, &label) in labels.iter().enumerate() {
-                let mut answers = vec![None; models];
-                for (m, classes) in &all {
-                    if let (Some(slot), Some(&class)) = (answers.get_mut(*m), classes.get(item)) {
-                        *slot = u16::try_from(class).ok();
-                    }
-                }
-                if let Ok(label) = u16::try_from(label) {
-                    state.remember(Labelled { label, answers });
-                }
-            }
-        });
-    }
-
-    /// The answers of every candidate of the request's constraint: the members' own
-    /// (from `record`) and, called now within the request's latency target, the others'.
-    fn ask_the_others(
-        &self,
-        record: &Answered,
-        request: &ValidRequest,
-        deadline: Instant,
-    ) -> impl std::future::Future<Output = Vec<(usize, Vec<usize>)>> + Send + 'static {
-        let others: Vec<usize> = {
-            let s = record.state.lock();
-            s.pool
-                .iter()
-                .copied()
-                .filter(|m| !record.members.contains(m))
-                .collect()
-        };
-        let known: Vec<(usize, Vec<usize>)> = record
-            .members
-            .iter()
-            .zip(&record.member_classes)
-            .filter_map(|(&m, classes)| classes.clone().map(|c| (m, c)))
-            .collect();
-        let task = Arc::clone(&record.task);
-        let (client, registry_pool) = (self.client.clone(), Arc::clone(&self.registry));
-        let (body, items) = (request.member.clone(), request.items);
-        // The shadow calls get the request's own latency target: a candidate slower than
-        // that could not have served it anyway.
-        let budget = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_secs_f64(request.constraint.latency_ms / 1e3));
-        async move {
-            let deadline = Instant::now() + budget;
-            let classes = task.labels.len();
-            let shadow = join_all(others.iter().map(|&m| {
-                call_member(
-                    &client,
-                    &registry_pool,
-                    &task.models[m],
-                    &body,
-                    deadline,
-                    items,
-                    classes,
-                )
-            }))
-            .await;
-            let mut all = known;
-            for (&m, r) in others.iter().zip(shadow) {
-                if let Ok(answer) = r {
-                    all.push((m, answer.classes));
-                }
-            }
-            all
-        }
-    }
-
-    /// Applies a label sent after the answer (`/v1/feedback`).
-    pub fn feedback(
-        &self,
-        id: &str,
-        label: Option<&serde_json::Value>,
-    ) -> Result<usize, MasterError> {
-        let answered = self
-            .recent
-            .take(id)
-            .ok_or_else(|| MasterError::UnknownRequest { id: id.to_owned() })?;
-        let items = answered.ensemble.len();
-        let labels = match crate::serving::request::labels(&answered.task, label, items) {
-            Ok(Some(labels)) => labels,
-            Ok(None) => {
-                self.recent.remember(id.to_owned(), answered);
-                return Err(MasterError::invalid("label", "is required"));
-            }
-            Err(e) => {
-                self.recent.remember(id.to_owned(), answered);
-                return Err(e);
-            }
-        };
-        answered.learn(&labels);
-        let key = ConstraintKey::new(&answered.task.name, &answered.state.lock().constraint);
-        self.revisit(&answered.task, &key, &answered.state);
-        Ok(items)
+        gather(call, &resolved.members, &spares, resolved.waiting).await
     }
 }
 

@@ -74,6 +74,7 @@ pub struct SelectionDecision {
     pub key: String,
     pub kind: &'static str,
     pub members: Vec<String>,
+    /// The accuracy of the window the decision was made on.
     pub window_accuracy: Option<f64>,
     pub reason: String,
 }

@@ -1,9 +1,9 @@
-//! MArk's provisioning (mark.txt §4.3, Algorithm 1): cover the forecast of the next steps
+//! MArk's provisioning (MArk §4.3, Algorithm 1): cover the forecast of the next steps
 //! at the least cost per request served.
 
 use super::{Action, AutoscaleConfig, Decision, Offer, PoolState, capacity};
 
-/// MArk's provisioning (mark.txt §4.3, Algorithm 1) for one pool: cover the forecast of
+/// MArk's provisioning (MArk §4.3, Algorithm 1) for one pool: cover the forecast of
 /// the next steps at the least cost per request served, counting each new instance's
 /// launch overhead; running instances are candidates without overhead. Returns the
 /// instance types to launch and the running instances the plan does not need.
@@ -85,7 +85,7 @@ pub fn mark_plan(
     }
 }
 
-/// MArk's provisioning step for every pool (mark.txt Algorithm 1, through [`mark_plan`]):
+/// MArk's provisioning step for every pool (MArk Algorithm 1, through [`mark_plan`]):
 /// each pool's share of the `forecast` (one rate per step of `step_s`) is covered at the
 /// least cost per request; running instances the plan leaves out are terminated once idle,
 /// and on-demand stand-ins are traded back for spot as [`super::plan`] does.

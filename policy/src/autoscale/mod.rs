@@ -92,7 +92,7 @@ pub struct Offer {
     pub on_demand_per_hour: f64,
     pub burstable: bool,
     /// The model's single-request latency on this type (0: unknown), for MArk's filter of
-    /// types too slow for the pool's latency target (mark.txt §4.2).
+    /// types too slow for the pool's latency target (MArk §4.2).
     #[serde(default)]
     pub latency_ms: f64,
 }
@@ -127,7 +127,7 @@ impl Offer {
 }
 
 /// The offers fast enough for a pool whose tightest latency target is `slo_ms` (MArk's
-/// per-type filter, mark.txt §4.2): those whose latency on the type fits it; the fastest
+/// per-type filter, MArk §4.2): those whose latency on the type fits it; the fastest
 /// when none does (better a slow instance than none). No target, or no latency known:
 /// every offer.
 pub fn within_slo(offers: &[Offer], slo_ms: Option<f64>) -> Vec<Offer> {
@@ -221,7 +221,7 @@ pub enum Action {
     Terminate {
         id: String,
     },
-    /// Start a stopped instance (a cold standby, mark.txt §4.5).
+    /// Start a stopped instance (a cold standby, MArk §4.5).
     Resume {
         id: String,
     },
@@ -368,7 +368,7 @@ pub fn plan(
 }
 
 /// The dearest on-demand instance of a pool that needs nothing bought or released,
-/// traded for spot (mark.txt §4.5: on-demand only stands in until spot is back): while
+/// traded for spot (MArk §4.5: on-demand only stands in until spot is back): while
 /// nothing boots and no spot instance was interrupted for the recycling timeout, a
 /// cheaper spot cover of its capacity is launched; once the rest of the pool covers
 /// `keep` requests per second with nothing booting, the on-demand instance goes.

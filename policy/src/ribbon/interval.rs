@@ -8,7 +8,7 @@
 //! when the window began (a window with instances still starting measures the
 //! transition). After a load change of over [`LOAD_CHANGE`], the old optimum is deployed
 //! again and measured under the new load, and that measurement warm-starts the new
-//! search (ribbon.txt §4), rather than whatever configuration happened to be running.
+//! search (Ribbon §4), rather than whatever configuration happened to be running.
 
 use serde::Serialize;
 

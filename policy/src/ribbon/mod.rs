@@ -1,4 +1,4 @@
-//! Ribbon (ribbon.txt §4): Bayesian optimisation over the number of instances of each
+//! Ribbon (§4): Bayesian optimisation over the number of instances of each
 //! type in a pool. A Gaussian process with a Matern 5/2 kernel on rounded inputs (Eq. 3)
 //! models the objective of Eq. 2; expected improvement picks the next configuration to
 //! measure; configurations that cannot beat the best so far are pruned ("active
@@ -218,7 +218,7 @@ impl Ribbon {
         &self.observed
     }
 
-    /// A search for a new load (ribbon.txt §4, "promptly responds to load changes"): it
+    /// A search for a new load (Ribbon §4, "promptly responds to load changes"): it
     /// starts from the previous optimum, measured again under the new load
     /// (`now_satisfaction`). When that optimum now fails, every configuration of the old
     /// record that did clearly worse than it (by more than θ) fails too: each is pruned
@@ -282,7 +282,7 @@ fn normalise(config: &[u32], max: &[u32]) -> Vec<f64> {
         .collect()
 }
 
-/// Matern 5/2 (ribbon.txt §4) with unit variance.
+/// Matern 5/2 (Ribbon §4) with unit variance.
 fn matern52(a: &[f64], b: &[f64], length: f64) -> f64 {
     let r = a
         .iter()

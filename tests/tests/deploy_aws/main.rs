@@ -145,6 +145,9 @@ fn managed_tag() -> String {
     panic!("no TAG_MANAGED in the EC2 provider");
 }
 
+/// How the moto venv is installed.
+const MOTO_INSTALL: &str = "scripts/test.sh (setup_moto: PyPI moto[server,ec2] in .deps/moto)";
+
 /// The moto venv's `moto_server`, from `COCKTAIL_MOTO` or `.deps/moto/`; `None` when not
 /// installed. Its Python (with boto3 and PyYAML) runs tests/deploy_aws.py.
 fn moto_server() -> Option<PathBuf> {

@@ -239,10 +239,9 @@ fn check_stack(stack: &Value, private: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stack_creates_against_moto_with_public_and_with_private_workers() {
-    let Some(binary) = moto_server() else {
-        eprintln!(
-            "skipped: the moto venv is not installed (scripts/test.sh installs it: setup_moto)"
-        );
+    let Some(binary) =
+        cocktail_tests::required(moto_server(), "the moto EC2 emulator", MOTO_INSTALL)
+    else {
         return;
     };
     let moto = Moto::start_at(&binary).await;

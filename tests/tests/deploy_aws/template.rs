@@ -12,10 +12,11 @@ fn cfn_lint() -> Option<PathBuf> {
 
 #[tokio::test]
 async fn cfn_lint_passes_the_template_without_an_error_or_a_warning() {
-    let Some(lint) = cfn_lint() else {
-        eprintln!(
-            "skipped: cfn-lint is not installed (scripts/test.sh installs it: setup_cfn_lint)"
-        );
+    let Some(lint) = cocktail_tests::required(
+        cfn_lint(),
+        "cfn-lint",
+        "scripts/test.sh (setup_cfn_lint: PyPI cfn-lint in .deps/cfn-lint)",
+    ) else {
         return;
     };
     let output = Command::new(&lint)
@@ -108,10 +109,8 @@ fn rule(group: &str, direction: &str, rule: &Value) -> String {
 
 #[tokio::test]
 async fn the_template_grants_holds_and_starts_what_the_cluster_needs_and_nothing_more() {
-    let Some(moto) = moto_server() else {
-        eprintln!(
-            "skipped: the moto venv is not installed (scripts/test.sh installs it: setup_moto)"
-        );
+    let Some(moto) = cocktail_tests::required(moto_server(), "the moto EC2 emulator", MOTO_INSTALL)
+    else {
         return;
     };
     let template = helper(&moto, &["template", "deploy/aws/cocktail.yaml"]).await;

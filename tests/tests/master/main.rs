@@ -16,6 +16,7 @@ use cocktail_tests::cluster::{Cluster, Redis, image_request, png_base64};
 use cocktail_tests::zoo_manifest;
 use serde_json::{Value, json};
 
+mod deadlines;
 mod inputs;
 mod selection;
 

@@ -45,8 +45,16 @@ impl Controller {
     }
 
     /// One health check: replaces every unhealthy running instance.
+    /// A check that cannot list the instances replaces nothing: it cannot tell a dead
+    /// instance from one it does not see.
     pub async fn health_step(&self) {
-        let records = self.live_instances().await;
+        let records = match self.live_instances().await {
+            Ok(records) => records,
+            Err(e) => {
+                self.blind("health", &e);
+                return;
+            }
+        };
         let heard: HashMap<String, Heard> = self
             .master
             .registry

@@ -20,9 +20,9 @@ use cocktail_policy::ribbon::{IntervalSearch, Settings};
 /// The optimiser that chooses a pool's mix of instance types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Optimiser {
-    /// Bayesian optimisation, one live measurement window per interval (ribbon.txt §4).
+    /// Bayesian optimisation, one live measurement window per interval (Ribbon §4).
     Ribbon,
-    /// The throughput bound within a budget, no measurement (kairos.txt §5.2).
+    /// The throughput bound within a budget, no measurement (Kairos §5.2).
     Kairos,
 }
 
@@ -65,7 +65,7 @@ impl Controller {
             .collect::<Result<Vec<&InstanceType>, MasterError>>()?;
         let have: Vec<(String, String, f64)> = self
             .live_instances()
-            .await
+            .await?
             .into_iter()
             .filter(|r| r.model == model)
             .map(|r| (r.id, r.instance_type, 0.0))
@@ -166,7 +166,7 @@ impl Controller {
         reconcile(&types, &target, &have, decide)
     }
 
-    /// Kairos (kairos.txt §5.2): every configuration within the budget ranked by its
+    /// Kairos (§5.2): every configuration within the budget ranked by its
     /// throughput bound on the pool's recent batch sizes, the pick by similarity.
     fn kairos_choice(
         &self,
@@ -206,7 +206,7 @@ impl Controller {
         (chosen, evidence)
     }
 
-    /// Ribbon (ribbon.txt §4), one window per interval ([`IntervalSearch`]): a
+    /// Ribbon (§4), one window per interval ([`IntervalSearch`]): a
     /// configuration is measured by a window it served entirely, and a load change
     /// measures the old optimum again before warm-starting a new search.
     fn ribbon_choice(

@@ -1,4 +1,4 @@
-//! The controller's cold standbys (mark.txt §4.5): stopped burstable instances kept per
+//! The controller's cold standbys (MArk §4.5): stopped burstable instances kept per
 //! pool, resumed on a spot interruption and stopped again once the pool's regular
 //! instances cover its demand.
 
@@ -8,7 +8,7 @@ use cocktail_policy::autoscale::{Action, Decision};
 use cocktail_policy::control::{IntervalReport, Measurements};
 
 impl Controller {
-    /// Keeps `standbys` stopped burstable instances per pool (mark.txt §4.5): launches the
+    /// Keeps `standbys` stopped burstable instances per pool (MArk §4.5): launches the
     /// missing ones, stops them once ready, and stops a resumed one again when the pool's
     /// regular instances cover its demand.
     pub(super) fn tend_standbys(

@@ -398,7 +398,7 @@ impl<R: Runtime> Provider for Emulated<R> {
     }
 
     /// Resuming a stopped instance takes a quarter of a launch here: the paper's stopped
-    /// burstable standbys resume in under 2 minutes (mark.txt §4.5).
+    /// burstable standbys resume in under 2 minutes (MArk §4.5).
     fn start<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), MasterError>> {
         async move {
             let (model, instance_type) = {

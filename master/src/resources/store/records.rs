@@ -62,6 +62,23 @@ impl Record for DecisionRecord {
     const COLLECTION: Collection = Collection::Decisions;
 }
 
+/// A control step that decided nothing because the provider could not list the
+/// instances; kept with the decisions so that `/v1/decisions` shows the gap.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlindRecord {
+    pub at: f64,
+    /// Always `blind`.
+    pub trigger: String,
+    /// `control`, `warm start`, `health`, `notice` or `standby`.
+    pub step: String,
+    /// The provider's error.
+    pub error: String,
+}
+
+impl Record for BlindRecord {
+    const COLLECTION: Collection = Collection::Decisions;
+}
+
 /// A pool's instance mix chosen by Ribbon or Kairos (or set by hand), with its evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MixDecisionRecord {

@@ -27,7 +27,7 @@ pub struct Pool {
     /// Requests waiting for a slot on a mixed pool, oldest first.
     waiting: Mutex<Vec<Waiter>>,
     next_waiter: std::sync::atomic::AtomicU64,
-    /// Items per request of the last [`RECENT_BATCHES`] requests (kairos.txt §5.2 keeps
+    /// Items per request of the last [`RECENT_BATCHES`] requests (Kairos §5.2 keeps
     /// "a number of most recent queries" for the batch-size mix). Allocated whole when
     /// the pool is made, so a long-running master's memory does not creep up as it fills;
     /// a batch is at most `MAX_ITEMS` (64), so `u16` holds it.
@@ -40,6 +40,33 @@ pub struct Pool {
     /// What a member call takes beyond inference (waiting for a slot, the hop, the
     /// worker's queue), for selection's predicted response time.
     overhead: Mutex<Overhead>,
+    /// Member calls waiting for a slot now, for admission ([`Pool::backlog`]).
+    queued: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts a call in [`Pool::queued`] while it waits for a slot.
+struct Queued<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Queued<'a> {
+    fn new(counter: &'a std::sync::atomic::AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(counter)
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How far behind a pool is: the calls waiting for its slots, its usable slots, and how
+/// long the last of those calls will wait for one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backlog {
+    pub queued: usize,
+    pub slots: usize,
+    pub wait: Duration,
 }
 
 /// Requests whose batch sizes a pool remembers.
@@ -162,6 +189,7 @@ impl Pool {
         items: usize,
     ) -> Result<Lease, NoSlot> {
         let matched = self.varying.load(Ordering::Relaxed) && self.mixed(exclude);
+        let _queued = Queued::new(&self.queued);
         if let Some(speed) = self.speed.as_ref().filter(|_| matched) {
             return self.acquire_matched(speed, deadline, exclude, items).await;
         }
@@ -227,7 +255,7 @@ impl Pool {
             .is_some_and(|first| types.any(|other| other != first))
     }
 
-    /// Kairos' query distribution (kairos.txt §5.1), for pools that mix types and receive
+    /// Kairos' query distribution (Kairos §5.1), for pools that mix types and receive
     /// batches of varying size (single requests keep the packing of Cocktail §4.2.1).
     /// Every waiting request, this one included, is matched to an instance by min-cost
     /// bipartite matching on its batch's latency on the instance's type
@@ -358,6 +386,31 @@ impl Pool {
             old - old / 8 + sample / 8
         };
         self.call_us.store(new.max(1), Ordering::Relaxed);
+    }
+
+    /// The calls queued for this pool's slots and how long a new call would wait behind
+    /// them: each round of its usable slots takes a typical call. `None` before a call
+    /// was answered or while no instance can take work.
+    pub fn backlog(&self) -> Option<Backlog> {
+        let slots: usize = self
+            .instances
+            .read()
+            .iter()
+            .map(|i| i.slots())
+            .filter(|s| s.available)
+            .map(|s| s.packing_factor as usize)
+            .sum();
+        let typical = self.typical_call()?;
+        if slots == 0 {
+            return None;
+        }
+        let queued = self.queued.load(Ordering::Relaxed);
+        let rounds = u32::try_from(queued / slots).unwrap_or(u32::MAX);
+        Some(Backlog {
+            queued,
+            slots,
+            wait: typical.saturating_mul(rounds),
+        })
     }
 
     /// How long a call to this pool usually takes, once one has been answered.

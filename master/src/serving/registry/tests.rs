@@ -138,7 +138,7 @@ async fn an_instance_that_leaves_calls_unanswered_gets_no_work_until_it_heartbea
     assert!(registry.serves("m"));
 }
 
-/// A pool of a GPU and a small CPU instance (kairos.txt Fig. 5): a large batch is
+/// A pool of a GPU and a small CPU instance (Kairos Fig. 5): a large batch is
 /// matched to the GPU even while the CPU is free, a small one takes the CPU.
 #[tokio::test]
 async fn mixed_pools_match_batches_to_the_type_that_meets_the_deadline() {

@@ -518,7 +518,11 @@ impl Provider for Ec2Provider {
                         .map(|t| t.as_str().to_owned())
                         .unwrap_or_default(),
                     spot: instance.instance_lifecycle() == Some(&InstanceLifecycleType::Spot),
-                    price_per_hour: tag(TAG_PRICE).and_then(|p| p.parse().ok()).unwrap_or(0.0),
+                    price_per_hour: self.price_tag(
+                        instance.instance_id().unwrap_or_default(),
+                        tag(TAG_PRICE),
+                        instance.instance_type().map(|t| t.as_str()),
+                    ),
                     status,
                     launched_at: instance.launch_time().map_or(0.0, |t| t.secs() as f64),
                     terminated_at: (status == InstanceStatus::Terminated).then(super::now_s),
@@ -547,6 +551,35 @@ impl Provider for Ec2Provider {
     /// master (`/v1/workers/notice`), which hands it to the controller.
     fn interruptions(&self) -> Option<mpsc::Receiver<Interruption>> {
         None
+    }
+}
+
+impl Ec2Provider {
+    /// The hourly price an instance was launched at, from its tag. An instance without
+    /// a readable tag (launched by hand, or a tag edited) is priced at its type's
+    /// on-demand price, the most it can cost, and said so: never at $0.
+    fn price_tag(&self, id: &str, tag: Option<String>, instance_type: Option<&str>) -> f64 {
+        if let Some(price) = tag
+            .as_deref()
+            .and_then(|p| p.parse::<f64>().ok())
+            .filter(|p| p.is_finite() && *p >= 0.0)
+        {
+            return price;
+        }
+        let on_demand = instance_type
+            .and_then(|t| self.catalog.get(t))
+            .map(|t| t.on_demand_per_hour);
+        tracing::warn!(%id, ?tag, ?instance_type, ?on_demand,
+            "instance has no readable price tag: priced at its type's on-demand price");
+        metrics::counter!("cocktail_master_unpriced_instances_total").increment(1);
+        // A type outside the catalog: the catalog's dearest type bounds what it costs.
+        on_demand.unwrap_or_else(|| {
+            self.catalog
+                .types
+                .iter()
+                .map(|t| t.on_demand_per_hour)
+                .fold(0.0, f64::max)
+        })
     }
 }
 

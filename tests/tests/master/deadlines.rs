@@ -1,0 +1,111 @@
+//! Deadlines and pinned ensembles: a request whose members all miss its latency target
+//! gets their late answer, flagged, unless it asks for strict deadlines; `models` pins
+//! the ensemble, and unknown or unserved models are refused naming the field.
+
+use super::*;
+
+/// A latency target no model's call can meet on any machine: every member is late.
+const UNMEETABLE_MS: f64 = 0.01;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_late_for_the_target_give_a_late_answer_unless_deadlines_are_strict() {
+    // The defaults a user gets: no deadline grace.
+    let cluster = Cluster::start(&[], &["mlp_med", "dwsep", "cnn_small"]).await;
+    let (images, labels) = fashion_images(1);
+    let pinned = |strict: bool| {
+        json!({ "latency_ms": UNMEETABLE_MS, "accuracy": 0.5,
+                "models": "mlp_med,dwsep,cnn_small", "strict_deadline": strict })
+    };
+
+    let (status, body) = cluster
+        .post(
+            "/v2/models/fashion/infer",
+            &image_request(&images, pinned(false)),
+        )
+        .await;
+    assert_eq!(status, 200, "a late answer, not an error: {body}");
+    let p = &body["parameters"];
+    assert_eq!(p["latency_met"], false, "{p}");
+    // It answered as soon as one member was back: the others count as late.
+    let voted = p["votes"].as_array().unwrap().len();
+    assert!(voted >= 1, "{p}");
+    let late = p["failed"].as_array().map_or(0, Vec::len);
+    assert_eq!(voted + late, 3, "every member voted or is listed late: {p}");
+    assert!(outputs(&body, "class")[0].as_u64().unwrap() < 10, "{body}");
+    let _ = labels;
+
+    let (status, body) = cluster
+        .post(
+            "/v2/models/fashion/infer",
+            &image_request(&images, pinned(true)),
+        )
+        .await;
+    assert_eq!(
+        status, 502,
+        "strict deadlines: nobody answered in time: {body}"
+    );
+    assert_eq!(body["error_type"], "members_failed", "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("missed the deadline"),
+        "{body}"
+    );
+
+    // The same through /v1/classify, the flag as JSON.
+    let (status, body) = cluster
+        .post(
+            "/v1/classify",
+            &json!({ "task": "fashion", "image": images[0], "latency_ms": UNMEETABLE_MS,
+                     "accuracy": 0.5, "models": ["dwsep"] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["latency_met"], false, "{body}");
+    assert_eq!(body["models"], json!(["dwsep"]), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_ensemble_is_served_as_named_and_bad_pins_name_the_field() {
+    let cluster = Cluster::start(RELAXED, &["mlp_med", "dwsep", "cnn_small"]).await;
+    let (images, _) = fashion_images(1);
+    let request = |models: Value| {
+        image_request(
+            &images,
+            json!({ "latency_ms": 500, "accuracy": 0.5, "models": models }),
+        )
+    };
+    // At 0.5 selection serves one model; the pin serves all three.
+    let (status, body) = cluster
+        .post(
+            "/v2/models/fashion/infer",
+            &request(json!("cnn_small, mlp_med,dwsep")),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let p = &body["parameters"];
+    assert_eq!(p["models"], json!(["cnn_small", "mlp_med", "dwsep"]), "{p}");
+    assert_eq!(p["votes"].as_array().unwrap().len(), 3, "{p}");
+    // A pinned request teaches selection nothing: no constraint key was created.
+    let ensembles = cluster.get("/v1/ensembles").await;
+    assert_eq!(ensembles["ensembles"], json!([]), "{ensembles}");
+
+    for (models, says) in [
+        (json!("resnet_9000"), "is not a model of this task"),
+        (json!("resnet"), "has no worker serving it now"),
+        (json!("dwsep,dwsep"), "twice"),
+        (json!(""), "must name at least one model"),
+        (json!(7), "must be a comma-separated string"),
+    ] {
+        let (status, body) = cluster
+            .post("/v2/models/fashion/infer", &request(models.clone()))
+            .await;
+        assert_eq!(status, 422, "{models}: {body}");
+        let error = body["error"].as_str().unwrap();
+        assert!(
+            error.contains("`models`") && error.contains(says),
+            "{models}: {body}"
+        );
+    }
+}
