@@ -7,11 +7,12 @@
 #   cocktail/redis:ci        that base plus Debian's redis-server
 #   cocktail/mongo-wire:ci   that base plus a MongoDB-wire server (PyPI secantusdb, GPL, run
 #                            only as a separate server) in a venv
+#   cocktail/prometheus:ci   that base plus Debian's prometheus (server and promtool)
 #   cocktail-rs:ci           docker/Dockerfile's `prebuilt` target: the project's binaries built
 #                            on this host (stripped), ONNX Runtime's library and the zoo
 #
 # Every package is fetched on the host (debootstrap, apt in a chroot, pip) and copied in;
-# no build container reaches a registry. The three base images are kept as tarballs under
+# no build container reaches a registry. The four base images are kept as tarballs under
 # .deps/docker/ and skipped while their tags exist, so only the first run pays for them.
 #
 # Usage: scripts/docker-images.sh [BIN_DIR]   (default: $CARGO_TARGET_DIR/debug or target/debug,
@@ -162,6 +163,12 @@ setup_mongo_wire() {
   $sudo rm -rf "$rootfs/tmp/wheels"
 }
 
+setup_prometheus() {
+  local rootfs="$1"
+  log "prometheus into the base (apt in a chroot)"
+  chroot_run "$rootfs" sh -c 'apt-get update -qq && apt-get install -y -qq prometheus >/dev/null && apt-get clean'
+}
+
 if ! has_image debian:bookworm-slim || [ -n "${REBUILD_BASE:-}" ]; then
   tmp=$(rootfs_dir)
   base_rootfs "$tmp"
@@ -178,6 +185,13 @@ if ! has_image cocktail/mongo-wire:ci || [ -n "${REBUILD_BASE:-}" ]; then
   service_image cocktail/mongo-wire:ci "$CACHE/mongo-wire.tar" setup_mongo_wire \
     --change 'USER mongo' --change 'EXPOSE 27017' \
     --change 'CMD ["/opt/secantus/bin/secantusd-py", "--host", "0.0.0.0", "--port", "27017", "--storage-path", ":memory:", "--standalone"]'
+fi
+if ! has_image cocktail/prometheus:ci || [ -n "${REBUILD_BASE:-}" ]; then
+  # Debian's defaults (its systemd unit's), except the configuration, which compose mounts.
+  service_image cocktail/prometheus:ci "$CACHE/prometheus.tar" setup_prometheus \
+    --change 'USER prometheus' --change 'EXPOSE 9090' --change 'WORKDIR /var/lib/prometheus' \
+    --change 'ENTRYPOINT ["/usr/bin/prometheus"]' \
+    --change 'CMD ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/var/lib/prometheus/metrics2"]'
 fi
 
 # The project's image from the binaries built on this host, in a small build context of its
@@ -206,4 +220,4 @@ rm -rf "$context"
 
 log "images (${SECONDS} s)"
 docker image ls --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' \
-  | grep -E '^(debian:bookworm-slim|cocktail/redis:ci|cocktail/mongo-wire:ci|'"$IMAGE"')\b' >&2
+  | grep -E '^(debian:bookworm-slim|cocktail/redis:ci|cocktail/mongo-wire:ci|cocktail/prometheus:ci|'"$IMAGE"')\b' >&2

@@ -6,10 +6,14 @@ source "$(dirname "$0")/lib.sh"
 setup_ort
 # The master's tests run a real Redis (the shared model cache); they start their own.
 apt_install redis-server
+# ... and curl (tests/tests/readme.rs runs the README's and docs' requests as written).
+apt_install curl
 # ... and the font the plots are drawn with.
 apt_install fonts-dejavu-core
 # ... and a headless browser (tests/tests/dashboard.rs loads /dashboard in it).
 apt_install chromium
+# ... and promtool (tests/tests/prometheus_rules.rs checks deploy/prometheus/ with it).
+apt_install prometheus
 # ... and a MongoDB-wire server (the controller's state store).
 setup_mongo
 # ... and the EC2 emulator (the ec2 provider's tests).

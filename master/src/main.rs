@@ -328,6 +328,10 @@ struct ResourceArgs {
     /// name left are removed at start.
     #[arg(long, env = "COCKTAIL_DOCKER_CLUSTER", default_value = "cocktail")]
     docker_cluster: String,
+    /// Docker: list the running worker containers in this file for Prometheus'
+    /// `file_sd_configs` (rewritten at each launch and removal).
+    #[arg(long, env = "COCKTAIL_DOCKER_TARGETS_FILE")]
+    docker_targets_file: Option<PathBuf>,
     /// The worker binary the local provider starts (default: next to this one).
     #[arg(long, env = "COCKTAIL_WORKER_BIN")]
     worker_bin: Option<PathBuf>,

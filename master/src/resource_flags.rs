@@ -170,6 +170,7 @@ pub fn resources(
                 })?,
                 cluster: args.docker_cluster,
                 port: 9000,
+                targets_file: args.docker_targets_file,
             }),
             _ => None,
         },

@@ -1,9 +1,11 @@
-//! `docker compose up` gives the system `cocktail up` gives, plus Redis and MongoDB: the
-//! first requests of the README and docs/getting-started.md (an image as a multipart
-//! upload to `/v1/classify`, a sentence over OIP v2; here with this test's own targets)
-//! answer through the published port, the master's container turns healthy, the
-//! selection cache lands in Redis and the controller's decisions in MongoDB; `docker
-//! compose down -v` leaves no container, network or volume.
+//! `docker compose up` gives the system `cocktail up` gives, plus Redis, MongoDB and
+//! Prometheus: the first requests of the README and docs/getting-started.md (an image as
+//! a multipart upload to `/v1/classify`, a sentence over OIP v2; here with this test's
+//! own targets) answer through the published port, the master's container turns
+//! healthy, the selection cache lands in Redis and the controller's decisions in MongoDB,
+//! Prometheus scrapes the master and every worker container (and follows the
+//! controller's launches and removals) and its recording rules answer; `docker compose
+//! down -v` leaves no container, network or volume.
 //!
 //! It runs the offline images of `docker/compose.ci.yml` (scripts/test.sh builds them with
 //! scripts/docker-images.sh; this test builds them itself when one is missing). It is
@@ -16,6 +18,7 @@
     reason = "an integration test fails by panicking, with the value that was wrong"
 )]
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -25,12 +28,19 @@ use cocktail_tests::cluster::{binary, eventually, free_port, wait_for_models};
 use cocktail_tests::{workspace_root, zoo_manifest};
 use serde_json::{Value, json};
 
+/// The port a worker container listens on (the docker provider's).
+const WORKER_PORT: u16 = 9000;
+
 /// Each test brings up a whole project (22 worker containers and more): on two cores they
 /// take turns.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The images docker/compose.ci.yml runs besides the project's.
-const SERVICE_IMAGES: [&str; 2] = ["cocktail/redis:ci", "cocktail/mongo-wire:ci"];
+const SERVICE_IMAGES: [&str; 3] = [
+    "cocktail/redis:ci",
+    "cocktail/mongo-wire:ci",
+    "cocktail/prometheus:ci",
+];
 
 /// The project's image: `COCKTAIL_IMAGE` (as scripts/docker-images.sh and the compose files
 /// read it), else `cocktail-rs:ci`.
@@ -78,6 +88,8 @@ struct Project {
     port: u16,
     /// The host port of the master's gRPC endpoint.
     grpc_port: u16,
+    /// The host port of Prometheus' UI and HTTP API.
+    prometheus_port: u16,
     /// `docker compose` (the plugin) or `docker-compose` (v1).
     compose: Vec<&'static str>,
     /// One more compose file, layered last (a test's own settings).
@@ -92,6 +104,7 @@ impl Project {
             name: format!("cocktail-{test}-{}", std::process::id()),
             port,
             grpc_port: free_port(),
+            prometheus_port: free_port(),
             compose: if plugin {
                 vec!["docker", "compose"]
             } else {
@@ -149,6 +162,7 @@ impl Project {
             .current_dir(&root)
             .env("COCKTAIL_PORT", self.port.to_string())
             .env("COCKTAIL_GRPC_PORT", self.grpc_port.to_string())
+            .env("COCKTAIL_PROMETHEUS_PORT", self.prometheus_port.to_string())
             // The project's network, and the label of the containers its master launches.
             .env("COCKTAIL_NETWORK", &self.name)
             .env("COCKTAIL_IMAGE", project_image())
@@ -167,9 +181,23 @@ impl Project {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
+    /// Prometheus' HTTP API, published on loopback.
+    fn prometheus(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}/api/v1{path}", self.prometheus_port)
+    }
+
+    /// The worker containers as Prometheus would scrape them (`name:port`).
+    fn worker_targets(&self) -> BTreeSet<String> {
+        self.workers()
+            .into_iter()
+            .map(|(name, _)| format!("{name}:{WORKER_PORT}"))
+            .collect()
+    }
+
+    /// `down -v`; when it fails, the drop cleans up.
     fn down(&mut self) {
-        self.down = true;
         self.compose(&["down", "--volumes", "--remove-orphans", "--timeout", "40"]);
+        self.down = true;
     }
 }
 
@@ -179,9 +207,16 @@ impl Drop for Project {
             let _ = self
                 .command(&["down", "--volumes", "--remove-orphans", "--timeout", "10"])
                 .output();
-            // Worker containers a failed master did not stop.
-            for (name, _) in self.workers() {
-                let _ = run(&mut docker(&["rm", "--force", &name]));
+            // Worker containers a failed master did not stop; they kept the network, so
+            // it (and the volumes) go after them.
+            let workers = self.workers();
+            for (name, _) in &workers {
+                let _ = run(&mut docker(&["rm", "--force", name]));
+            }
+            if !workers.is_empty() {
+                let _ = self
+                    .command(&["down", "--volumes", "--remove-orphans", "--timeout", "10"])
+                    .output();
             }
         }
         if let Some(overrides) = &self.overrides {
@@ -318,11 +353,40 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
+    // Prometheus scrapes the master and every worker container, which it discovers from
+    // the list the master keeps in the `targets` volume, presenting the cluster secret.
+    let took = prometheus_follows(&client, &project, true, Duration::from_secs(60)).await;
+    eprintln!(
+        "prometheus: the master and {} worker containers up {:.1} s after all workers were",
+        project.workers().len(),
+        took.as_secs_f64()
+    );
+
+    // Across the network, the master's /metrics answers the cluster secret (which
+    // Prometheus presents) and refuses a caller without it; asked from a worker container
+    // with bash's /dev/tcp, as the image's health check asks.
+    let (worker, _) = project.workers().into_iter().next().unwrap();
+    let status_of = |header: &str| {
+        let script = format!(
+            "exec 3<>/dev/tcp/master/8080 && printf \"GET /metrics HTTP/1.0\\r\\n{header}\\r\\n\" >&3 \
+             && read -r _ code _ <&3 && echo $code"
+        );
+        checked(&mut docker(&["exec", &worker, "bash", "-c", &script]))
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(status_of(""), "401", "/metrics without a secret");
+    assert_eq!(
+        status_of("Authorization: Bearer ${COCKTAIL_CLUSTER_SECRET}\\r\\n"),
+        "200",
+        "/metrics with the cluster secret"
+    );
+
     // The image request of the README and docs/getting-started.md ("First requests"): a
     // multipart upload, here with 0.05 ms and 93 % as targets.
     let png =
         std::fs::read(workspace_root().join("models/samples/fashion/0000_ankle-boot.png")).unwrap();
-    let image = answer("the image", || {
+    let image_request = || {
         let form = reqwest::multipart::Form::new()
             .text("task", "fashion")
             .text("latency_ms", "0.05")
@@ -332,8 +396,8 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
                 reqwest::multipart::Part::bytes(png.clone()).file_name("0000_ankle-boot.png"),
             );
         client.post(project.url("/v1/classify")).multipart(form)
-    })
-    .await;
+    };
+    let image = answer("the image", image_request).await;
     assert_eq!(image["label"], "Ankle boot", "{image}");
     assert!(
         image["models"].as_array().is_some_and(|m| !m.is_empty()),
@@ -342,7 +406,7 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
 
     // The sentence request of the README and docs/getting-started.md, over OIP v2, here
     // with 0.2 ms and 85 % as targets.
-    let sentence = answer("the sentence", || {
+    let sentence_request = || {
         client
             .post(project.url("/v2/models/sentiment/infer"))
             .json(&json!({
@@ -350,13 +414,75 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
                             "data": ["A wonderful film."]}],
                 "parameters": {"latency_ms": 0.2, "accuracy": 0.85}
             }))
-    })
-    .await;
+    };
+    let sentence = answer("the sentence", sentence_request).await;
     let label = sentence["outputs"]
         .as_array()
         .and_then(|outputs| outputs.iter().find(|o| o["name"] == "label"))
         .map(|o| o["data"][0].clone());
     assert_eq!(label, Some(json!("positive")), "{sentence}");
+
+    // The recording rules answer: the request rate of both tasks, and the worker
+    // containers by pool and type, every model's pool among them. A rate needs two
+    // scrapes that saw a counter grow: once Prometheus has scraped both tasks' counters,
+    // both requests go once more (only once: more load would make the controller launch
+    // containers, which `down` then has to drain).
+    let asked = Instant::now();
+    let requests = "cocktail_master_requests_total";
+    loop {
+        let counters = prometheus_query(&client, &project, requests).await;
+        let tasks: BTreeSet<&str> = counters
+            .iter()
+            .filter_map(|(labels, _)| labels["task"].as_str())
+            .collect();
+        if tasks.contains("fashion") && tasks.contains("sentiment") {
+            break;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(30),
+            "Prometheus has not scraped {requests}: {counters:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    answer("the image again", image_request).await;
+    answer("the sentence again", sentence_request).await;
+    loop {
+        let rates =
+            prometheus_query(&client, &project, "task:cocktail_master_requests:rate1m").await;
+        let instances = prometheus_query(
+            &client,
+            &project,
+            "pool_instance_type:cocktail_instances:count",
+        )
+        .await;
+        let rate = |task: &str| {
+            rates
+                .iter()
+                .find(|(labels, _)| labels["task"] == task)
+                .map(|(_, rate)| *rate)
+        };
+        let counted: f64 = instances.iter().map(|(_, n)| n).sum();
+        let pools: BTreeSet<&str> = instances
+            .iter()
+            .filter_map(|(labels, _)| labels["pool"].as_str())
+            .collect();
+        if rate("fashion").is_some_and(|r| r > 0.0)
+            && rate("sentiment").is_some_and(|r| r > 0.0)
+            && counted >= models.len() as f64
+            && models.iter().all(|m| pools.contains(m))
+        {
+            eprintln!(
+                "prometheus: recording rules answer {:.1} s after the requests: {rates:?}",
+                asked.elapsed().as_secs_f64()
+            );
+            break;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(60),
+            "the recording rules answer {rates:?} and {instances:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 
     // Redis holds the selections and MongoDB the controller's decisions.
     let keys = project.compose(&["exec", "-T", "redis", "redis-cli", "dbsize"]);
@@ -478,6 +604,8 @@ async fn worker_containers_scale_with_the_load_and_faults_fail_no_request() {
     )
     .await;
     let peak = project.workers().len();
+    // Prometheus follows the launches.
+    prometheus_follows(&client, &project, false, Duration::from_secs(30)).await;
     // A crash and a partition, one pool each.
     let pool_of = |model: &str| -> Vec<String> {
         project
@@ -553,6 +681,8 @@ async fn worker_containers_scale_with_the_load_and_faults_fail_no_request() {
         || async { project.workers().len() <= models.len() },
     )
     .await;
+    // ... and the removals.
+    prometheus_follows(&client, &project, false, Duration::from_secs(30)).await;
     project.down();
     assert_eq!(project.workers(), Vec::new(), "worker containers left");
 }
@@ -586,4 +716,108 @@ async fn serving_pool(client: &reqwest::Client, url: &str, model: &str) -> bool 
         .await
         .iter()
         .any(|(_, m)| m == model)
+}
+
+/// One of Prometheus' active targets.
+struct ScrapeTarget {
+    job: String,
+    /// `host:port`.
+    instance: String,
+    /// `up`, `down` or `unknown` (not scraped yet).
+    health: String,
+    last_error: String,
+}
+
+/// Prometheus' active targets (`/api/v1/targets`); none while it does not answer yet.
+async fn prometheus_targets(client: &reqwest::Client, project: &Project) -> Vec<ScrapeTarget> {
+    let Ok(response) = client
+        .get(project.prometheus("/targets?state=active"))
+        .send()
+        .await
+    else {
+        return Vec::new();
+    };
+    let body: Value = response.json().await.unwrap_or_default();
+    body["data"]["activeTargets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            ScrapeTarget {
+                job: text(&t["labels"]["job"]),
+                instance: text(&t["labels"]["instance"]),
+                health: text(&t["health"]),
+                last_error: text(&t["lastError"]),
+            }
+        })
+        .collect()
+}
+
+/// The worker containers among Prometheus' targets.
+fn worker_instances(targets: &[ScrapeTarget]) -> BTreeSet<String> {
+    targets
+        .iter()
+        .filter(|t| t.job == "cocktail-workers")
+        .map(|t| t.instance.clone())
+        .collect()
+}
+
+/// The samples of an instant PromQL query: `(labels, value)`.
+async fn prometheus_query(
+    client: &reqwest::Client,
+    project: &Project,
+    query: &str,
+) -> Vec<(Value, f64)> {
+    let url =
+        reqwest::Url::parse_with_params(&project.prometheus("/query"), [("query", query)]).unwrap();
+    let body: Value = client.get(url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(body["status"], "success", "{query}: {body}");
+    body["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|sample| {
+            let value = sample["value"][1]
+                .as_str()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(f64::NAN);
+            (sample["metric"].clone(), value)
+        })
+        .collect()
+}
+
+/// Waits until Prometheus' worker targets are the project's worker containers and, with
+/// `up`, every target (the master's included) answered its last scrape; returns how long
+/// it took, and fails with both lists after `limit`.
+async fn prometheus_follows(
+    client: &reqwest::Client,
+    project: &Project,
+    up: bool,
+    limit: Duration,
+) -> Duration {
+    let started = Instant::now();
+    loop {
+        let targets = prometheus_targets(client, project).await;
+        let workers = project.worker_targets();
+        let master_up = targets
+            .iter()
+            .any(|t| t.job == "cocktail-master" && t.health == "up");
+        let all_up = targets.iter().all(|t| t.health == "up");
+        if worker_instances(&targets) == workers && (!up || (master_up && all_up)) {
+            return started.elapsed();
+        }
+        let failing: Vec<String> = targets
+            .iter()
+            .filter(|t| t.health != "up")
+            .map(|t| format!("{} {} ({}): {}", t.job, t.instance, t.health, t.last_error))
+            .collect();
+        assert!(
+            started.elapsed() < limit,
+            "after {limit:?}, Prometheus scrapes the workers {:?} and these fail: {failing:?}; \
+             the worker containers are {workers:?}",
+            worker_instances(&targets)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

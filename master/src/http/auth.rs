@@ -98,7 +98,9 @@ impl Role for ClusterRole {
 
 pub type Cluster = Presented<ClusterRole>;
 
-/// A reader of `/metrics`: anyone on this host (a local Prometheus), else an operator.
+/// A reader of `/metrics`: anyone on this host (a local Prometheus), a member of the
+/// cluster (a Prometheus beside it, which needs the cluster secret to scrape the workers
+/// anyway), else an operator.
 #[derive(Debug)]
 pub struct MetricsReader;
 
@@ -108,6 +110,15 @@ impl FromRequest for MetricsReader {
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
         if request.peer_addr().is_some_and(|a| a.ip().is_loopback()) {
+            return ready(Ok(MetricsReader));
+        }
+        let member = state(request).is_ok_and(|s| {
+            s.access
+                .cluster
+                .as_ref()
+                .is_some_and(|secret| presents(request, secret))
+        });
+        if member {
             return ready(Ok(MetricsReader));
         }
         ready(

@@ -673,7 +673,7 @@ pub async fn cost(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse> 
     Ok(HttpResponse::Ok().json(state.controller()?.cost().await?))
 }
 
-#[utoipa::path(get, path = "/metrics", responses((status = 401, description = "A caller beyond this host without the admin token", body = ErrorBody),
+#[utoipa::path(get, path = "/metrics", responses((status = 401, description = "A caller beyond this host without the admin token or the cluster secret", body = ErrorBody),
     (status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
 pub async fn metrics_text(_: MetricsReader, state: web::Data<AppState>) -> HttpResponse {
     let body = state

@@ -4,11 +4,14 @@
 //! the compose network, labelled with its cluster, pool and instance, and limited to its
 //! catalog type's vCPUs (at most this host's cores) and memory. The containers a master
 //! left behind (it crashed) are removed when the next one starts; the master terminates
-//! those it launched when it stops.
+//! those it launched when it stops. With a targets file, the running containers are
+//! listed there for Prometheus' file service discovery, rewritten at each launch and
+//! removal.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bollard::Docker;
@@ -46,6 +49,9 @@ pub struct DockerConfig {
     pub cluster: String,
     /// The port the worker listens on inside its container.
     pub port: u16,
+    /// Where to list the running containers for Prometheus (`file_sd_configs`), if
+    /// anywhere.
+    pub targets_file: Option<PathBuf>,
 }
 
 /// Workers as containers.
@@ -55,6 +61,16 @@ pub struct Containers {
     config: DockerConfig,
     /// This host's cores: a type's vCPUs beyond them cannot be granted.
     host_cpus: usize,
+    /// The running containers by name, with their Prometheus labels, as the targets
+    /// file lists them.
+    targets: Mutex<BTreeMap<String, Target>>,
+}
+
+/// A worker container as Prometheus' file service discovery lists it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+struct Target {
+    targets: [String; 1],
+    labels: BTreeMap<&'static str, String>,
 }
 
 /// A running worker container, watched for its exit.
@@ -80,9 +96,46 @@ impl Containers {
             docker,
             config,
             host_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            targets: Mutex::new(BTreeMap::new()),
         };
         containers.remove_leftovers().await?;
+        // An empty list now, so that a bad path stops the master at start and Prometheus
+        // forgets the containers of a master before this one.
+        if let Some(path) = &containers.config.targets_file {
+            write_targets(path, &BTreeMap::new())?;
+        }
         Ok(containers)
+    }
+
+    /// Adds (`Some`) or removes (`None`) container `name` in the targets file. A failed
+    /// write is logged: the container serves either way, only Prometheus misses it.
+    fn list_target(&self, name: &str, target: Option<Target>) {
+        let Some(path) = &self.config.targets_file else {
+            return;
+        };
+        let Ok(mut targets) = self.targets.lock() else {
+            tracing::warn!("the targets list is poisoned; {name} is not listed for Prometheus");
+            return;
+        };
+        match target {
+            Some(target) => targets.insert(name.to_owned(), target),
+            None => targets.remove(name),
+        };
+        if let Err(e) = write_targets(path, &targets) {
+            tracing::warn!(error = %e, "cannot update the Prometheus targets file");
+        }
+    }
+
+    fn target(&self, spec: &WorkerSpec, name: &str) -> Target {
+        Target {
+            targets: [format!("{name}:{}", self.config.port)],
+            labels: BTreeMap::from([
+                ("pool", spec.model.clone()),
+                ("instance_id", spec.id.clone()),
+                ("instance_type", spec.instance_type.clone()),
+                ("cluster", self.config.cluster.clone()),
+            ]),
+        }
     }
 
     async fn remove_leftovers(&self) -> Result<(), MasterError> {
@@ -214,6 +267,7 @@ impl Runtime for Containers {
                 .start_container(&name, None)
                 .await
                 .map_err(docker_error("start"))?;
+            self.list_target(&name, Some(self.target(spec, &name)));
             let exited = Arc::new(AtomicBool::new(false));
             let watcher = tokio::spawn(watch(
                 self.docker.clone(),
@@ -252,6 +306,8 @@ impl Runtime for Containers {
             {
                 tracing::warn!(container = %container.name, error = %e, "cannot remove the container");
             }
+            // Scraped while it drains; gone from the list once it is gone.
+            self.list_target(&container.name, None);
         }
         .boxed()
     }
@@ -269,6 +325,24 @@ impl Runtime for Containers {
         }
         .boxed()
     }
+}
+
+/// Writes `targets` to `path` as Prometheus' file service discovery reads it (a JSON
+/// list of target groups), through a file renamed into place: Prometheus never reads a
+/// half-written list.
+fn write_targets(path: &Path, targets: &BTreeMap<String, Target>) -> Result<(), MasterError> {
+    let failed = |e: &dyn std::fmt::Display| {
+        MasterError::Provider(format!(
+            "cannot write the targets file `{}`: {e}",
+            path.display()
+        ))
+    };
+    let groups: Vec<&Target> = targets.values().collect();
+    let json = serde_json::to_vec_pretty(&groups).map_err(|e| failed(&e))?;
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".part");
+    std::fs::write(&partial, json).map_err(|e| failed(&e))?;
+    std::fs::rename(&partial, path).map_err(|e| failed(&e))
 }
 
 /// Reads the container's state every [`WATCH_PERIOD`] until it is no longer running.
@@ -293,5 +367,42 @@ async fn watch(docker: Docker, name: String, exited: Arc<AtomicBool>) {
             exited.store(true, Ordering::Release);
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+    use super::*;
+
+    #[test]
+    fn the_targets_file_lists_each_container_as_a_target_group() {
+        let dir = std::env::temp_dir().join(format!("cocktail-targets-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("workers.json");
+        let target = |name: &str, pool: &str| Target {
+            targets: [format!("{name}:9000")],
+            labels: BTreeMap::from([("pool", pool.to_owned())]),
+        };
+        let mut targets = BTreeMap::new();
+        write_targets(&path, &targets).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "[]");
+        targets.insert("c-1".to_owned(), target("c-1", "resnet"));
+        targets.insert("c-2".to_owned(), target("c-2", "gru"));
+        write_targets(&path, &targets).unwrap();
+        let listed: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(
+            listed,
+            serde_json::json!([
+                {"targets": ["c-1:9000"], "labels": {"pool": "resnet"}},
+                {"targets": ["c-2:9000"], "labels": {"pool": "gru"}},
+            ])
+        );
+        // Nothing but the list is left in the folder.
+        let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(files.len(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
