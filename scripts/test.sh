@@ -10,6 +10,8 @@ apt_install redis-server
 apt_install curl
 # ... and the font the plots are drawn with.
 apt_install fonts-dejavu-core
+# ... and a headless browser (tests/tests/dashboard.rs loads /dashboard in it).
+apt_install chromium
 # ... and promtool (tests/tests/prometheus_rules.rs checks deploy/prometheus/ with it).
 apt_install prometheus
 # ... and a MongoDB-wire server (the controller's state store).

@@ -7,12 +7,14 @@
 //! - `resources`: the resource controller, its providers and its state.
 //! - `access`: who may call what (secrets, API keys, worker networks).
 //! - `http` and `grpc`: the OIP surfaces (`http` also the control plane).
+//! - `history`: the dashboard's ring of samples.
 //! - `server`, `config`, `metrics`, `error`: the process around them.
 
 pub mod access;
 pub mod config;
 pub mod error;
 pub mod grpc;
+pub mod history;
 pub mod http;
 pub mod metrics;
 pub mod resources;

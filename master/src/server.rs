@@ -165,11 +165,37 @@ pub async fn serve(
             }
         })
     });
+    let history = Arc::new(crate::history::History::default());
+    {
+        let (master, controller, history) = (
+            Arc::clone(&master),
+            controller.clone(),
+            Arc::clone(&history),
+        );
+        every(
+            crate::history::SAMPLE_PERIOD,
+            shutdown.child_token(),
+            move || {
+                let (master, controller, history) = (
+                    Arc::clone(&master),
+                    controller.clone(),
+                    Arc::clone(&history),
+                );
+                async move {
+                    let sample = crate::history::sample(&master, controller.as_deref()).await;
+                    history.push(sample);
+                }
+            },
+        );
+    }
+    let sessions = crate::http::dashboard::Sessions::new(access.admin.as_ref(), net.tls.is_some())?;
     let state = web::Data::new(AppState {
         master,
         prometheus,
         controller: controller.clone(),
         access,
+        history,
+        sessions,
     });
     let deadline = net.request_timeout;
     let server = HttpServer::new(move || {

@@ -1,9 +1,10 @@
 //! The master's HTTP surface: OIP v2 for ensembles, `/v1/classify`, `/v1/feedback`, the
-//! worker control plane, `/openapi.json` and `/metrics`. Handlers are thin: they read
+//! worker control plane, `/openapi.json`, `/metrics` and the `/dashboard`. Handlers are thin: they read
 //! the body, call [`crate::serving::request`] and [`crate::Master`], and shape the answer.
 
 mod auth;
 mod classify;
+pub mod dashboard;
 mod error;
 mod openapi;
 pub mod present;

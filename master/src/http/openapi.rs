@@ -4,9 +4,10 @@
 
 use actix_web::{HttpResponse, web};
 use cocktail_service::surface::{narrow_path_parameter, narrow_property};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use super::dashboard;
 use super::routes::{self, AppState};
 use super::views;
 
@@ -42,6 +43,11 @@ use super::views;
         routes::cost,
         document,
         routes::metrics_text,
+        dashboard::show,
+        dashboard::sign_in,
+        dashboard::sign_out,
+        dashboard::data,
+        dashboard::script,
     ),
     components(schemas(
         cocktail_common::oip::ServerMetadata,
@@ -87,6 +93,8 @@ use super::views;
         views::MixRequest,
         views::MixEntry,
         views::MixChanged,
+        dashboard::SignIn,
+        dashboard::DashboardData,
     ))
 )]
 struct ApiDoc;
@@ -105,6 +113,13 @@ impl Modify for SecuritySchemes {
         components.add_security_scheme(
             "admin_token",
             bearer("The admin token: COCKTAIL_ADMIN_TOKEN, `--admin-token-file`, or the one the master generated in `.cocktail/admin-token`"),
+        );
+        components.add_security_scheme(
+            "dashboard_session",
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
+                super::dashboard::session::COOKIE,
+                "The session cookie `POST /dashboard/sign-in` sets for the admin token (HttpOnly, SameSite=Strict, Path=/dashboard)",
+            ))),
         );
         components.add_security_scheme(
             "cluster_secret",
@@ -134,6 +149,7 @@ pub async fn document(state: web::Data<AppState>) -> HttpResponse {
     let access = &state.access;
     for (scheme, on) in [
         ("admin_token", access.admin.is_some()),
+        ("dashboard_session", access.admin.is_some()),
         ("cluster_secret", access.cluster.is_some()),
         ("api_key", access.keys.is_some()),
     ] {

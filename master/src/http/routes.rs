@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::auth::{Admin, Client, Cluster, MetricsReader};
 use super::classify::{classify_request, read_limited};
+use super::dashboard;
 use super::present::{self, oip_response, provenance};
 use super::views::{
     Classified, ClassifyForm, ClassifyRequest, DecisionList, EnsembleList, EnsembleView, Feedback,
@@ -39,6 +40,10 @@ pub struct AppState {
     pub controller: Option<Arc<Controller>>,
     /// Secrets and admission rules (`http::auth` checks them).
     pub access: Access,
+    /// The dashboard's samples, taken in the background (`crate::history`).
+    pub history: Arc<crate::history::History>,
+    /// The dashboard's sign-in sessions.
+    pub sessions: super::dashboard::Sessions,
 }
 
 impl AppState {
@@ -82,6 +87,28 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(endpoint("/v1/instances", Method::GET, instances))
     .service(endpoint("/v1/decisions", Method::GET, decisions))
     .service(endpoint("/v1/cost", Method::GET, cost))
+    .app_data(
+        web::FormConfig::default()
+            .limit(dashboard::FORM_BYTES)
+            .error_handler(|e, _| dashboard::form_error(e).into()),
+    )
+    .service(endpoint("/dashboard", Method::GET, dashboard::show))
+    .service(endpoint(
+        "/dashboard/sign-in",
+        Method::POST,
+        dashboard::sign_in,
+    ))
+    .service(endpoint(
+        "/dashboard/sign-out",
+        Method::POST,
+        dashboard::sign_out,
+    ))
+    .service(endpoint("/dashboard/data", Method::GET, dashboard::data))
+    .service(endpoint(
+        "/dashboard/app.js",
+        Method::GET,
+        dashboard::script,
+    ))
     .service(endpoint(
         "/openapi.json",
         Method::GET,

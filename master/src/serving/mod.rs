@@ -12,4 +12,5 @@ pub mod request;
 pub mod service;
 pub mod state;
 pub mod tasks;
+pub mod traffic;
 pub mod usage;

@@ -23,6 +23,7 @@ use crate::serving::registry::{Registry, Speed};
 use crate::serving::request::ValidRequest;
 use crate::serving::state::{ConstraintKey, Ensembles, KeyState, Recent};
 use crate::serving::tasks::{self, TaskTable};
+use crate::serving::traffic::{Outcome, Traffic};
 use crate::serving::usage::Usage;
 use cocktail_policy::response;
 use cocktail_policy::selection::{self, Constraint};
@@ -64,6 +65,8 @@ pub struct Master {
     pub cache: Option<SharedCache>,
     /// What the resource controller measures.
     pub usage: Usage,
+    /// What each constraint's requests met, and O2's decisions (the dashboard's figures).
+    pub traffic: Traffic,
     client: reqwest::Client,
     requests: AtomicU64,
     unlabelled: AtomicU64,
@@ -114,6 +117,7 @@ impl Master {
             ensembles: Ensembles::default(),
             cache,
             usage: Usage::default(),
+            traffic: Traffic::default(),
             client,
             requests: AtomicU64::new(0),
             epoch,
@@ -352,6 +356,32 @@ impl Master {
         request: ValidRequest,
     ) -> Result<Answer, MasterError> {
         let started = Instant::now();
+        let constraint = request.constraint;
+        let answer = self.answer(task_name, request, started).await;
+        if self.tasks.contains_key(task_name) {
+            let outcome = match &answer {
+                Ok(a) => Outcome::Answered {
+                    members: a.models.len(),
+                    degraded: a.degraded,
+                    substituted: !a.substitutes.is_empty(),
+                },
+                Err(_) => Outcome::Failed,
+            };
+            let key = ConstraintKey::new(task_name, &constraint);
+            let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+            self.traffic
+                .record(key.as_str(), &constraint, elapsed_ms, outcome);
+        }
+        answer
+    }
+
+    /// [`Master::infer`] without the counting.
+    async fn answer(
+        &self,
+        task_name: &str,
+        request: ValidRequest,
+        started: Instant,
+    ) -> Result<Answer, MasterError> {
         let resolved = match &request.pinned {
             Some(members) => self.resolve_pinned(task_name, &request, members)?,
             None => self.resolve(task_name, &request).await?,

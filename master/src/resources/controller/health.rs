@@ -25,9 +25,16 @@ pub(super) struct HealthState {
     replaced: HashSet<String>,
     /// Per pool: health replacements since the last quiet spell, and the latest one.
     pauses: HashMap<String, (u32, Instant)>,
+    /// Health replacements since the master started (the dashboard shows them).
+    replacements: u64,
 }
 
 impl Controller {
+    /// Instances replaced for their health since the master started.
+    pub fn health_replacements(&self) -> u64 {
+        self.health.lock().replacements
+    }
+
     fn health_config(&self) -> HealthConfig {
         HealthConfig {
             heartbeat: self.master.config.heartbeat,
@@ -122,6 +129,7 @@ impl Controller {
             state
                 .pauses
                 .insert(record.model.clone(), (recent + 1, Instant::now()));
+            state.replacements += 1;
             state.replaced.insert(record.id.clone());
         }
         tracing::warn!(id = %record.id, model = %record.model, %reason, "unhealthy instance; replacing it");

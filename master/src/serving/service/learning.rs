@@ -67,17 +67,20 @@ impl Master {
 
     /// O2 at the end of the key's interval; a change is published to the shared cache.
     fn revisit(&self, task: &TaskTable, key: &ConstraintKey, state: &Mutex<KeyState>) {
-        let change = {
+        // The window O2 decides on, before the revisit starts a new one.
+        let (change, window_accuracy) = {
             let mut s = state.lock();
             if !s.due(self.config.interval) {
                 return;
             }
-            s.revisit(
+            let window_accuracy = s.window_accuracy();
+            let change = s.revisit(
                 &self.served(task),
                 self.config.interval,
                 &self.config.selection,
                 task.recorded.as_ref(),
-            )
+            );
+            (change, window_accuracy)
         };
         if let Some(change) = change {
             let kind = match change {
@@ -89,6 +92,16 @@ impl Master {
                 Adjustment::Keep => "keep",
             };
             let members = names(task, &state.lock().members);
+            let now_s = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            self.traffic.decided(
+                key.as_str(),
+                &change,
+                members.clone(),
+                window_accuracy,
+                now_s,
+            );
             tracing::info!(%key, kind, ?members, "O2 changed an ensemble");
             metrics::counter!("cocktail_master_selection_changes_total", "kind" => kind)
                 .increment(1);
