@@ -587,6 +587,7 @@ mod tests {
                 "revocations-per-hour",
                 "spot-notice-s",
                 "record-control-steps",
+                "provider-fault-file",
                 "spot-history",
                 "seed",
                 "ec2-host-tag",

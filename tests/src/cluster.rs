@@ -491,16 +491,21 @@ pub async fn serving_workers(client: &reqwest::Client, master_url: &str) -> Vec<
         .unwrap_or_default()
 }
 
-/// The newest 1,000 decisions of the master at `master_url`'s resource controller.
-pub async fn decisions(master_url: &str) -> Vec<Value> {
-    let all: Value = admin_client()
-        .get(format!("{master_url}/v1/decisions?limit=1000"))
+/// The JSON answer to a GET of `url` with the admin token.
+pub async fn admin_get(url: &str) -> Value {
+    admin_client()
+        .get(url)
         .send()
         .await
         .unwrap()
         .json()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// The newest 1,000 decisions of the master at `master_url`'s resource controller.
+pub async fn decisions(master_url: &str) -> Vec<Value> {
+    let all = admin_get(&format!("{master_url}/v1/decisions?limit=1000")).await;
     all["decisions"].as_array().cloned().unwrap()
 }
 

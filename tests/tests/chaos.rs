@@ -158,14 +158,7 @@ async fn health_decisions(url: &str) -> Vec<Value> {
 
 /// Each constraint's final ensemble, for the printout.
 async fn ensembles(url: &str) -> String {
-    let listed: Value = cocktail_tests::cluster::admin_client()
-        .get(format!("{url}/v1/ensembles"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = cocktail_tests::cluster::admin_get(&format!("{url}/v1/ensembles")).await;
     listed["ensembles"]
         .as_array()
         .into_iter()
