@@ -413,13 +413,15 @@ pub async fn run_zoo(zoo: &Zoo, config: &LoadgenConfig) -> anyhow::Result<LoadRe
     run(config, &types, Arc::new(inputs), Arc::new(labels), None).await
 }
 
-/// The constraint types of the config's task as the master it loads can meet them now:
-/// each model's latency is the response time the master predicts for a call to it
-/// (`predicted_ms` of `GET /v2/models`: inference on its pool's type plus the overhead
-/// measured on the pool's calls, the master-worker hop included), and the hop added to
-/// it is this client's own round trip to the master, measured (the median of a few
-/// `GET /v2/health/live`). A model no worker serves keeps its profile plus
-/// [`workload::HOP_MS`]. The simulator's types ([`types_for`]) use the profile alone.
+/// The constraint types of the config's task on the hop of the system it loads: the
+/// simulator's types ([`types_for`]: five models along the profile's frontier, each with
+/// its profiled latency), with the hop measured instead of [`workload::HOP_MS`]. The hop
+/// is this client's round trip to the master (the median of a few `GET
+/// /v2/health/live`) plus the median over the task's served pools of the member-call
+/// overhead the master measures (`overhead_ms` of `GET /v2/models`), so each type is
+/// feasible for its model on this system while its calls do not queue. (The predicted
+/// response times themselves are dominated by the hop on loopback and differ by a few
+/// µs between models, so a frontier drawn on them is degenerate.)
 pub async fn types_from_master(
     zoo: &Zoo,
     config: &LoadgenConfig,
@@ -438,13 +440,13 @@ pub async fn types_from_master(
         .with_context(|| format!("listing the models of {}", config.url))?
         .json()
         .await?;
-    let predicted: std::collections::HashMap<String, f64> = listed["models"]
+    let mut overheads: Vec<f64> = listed["models"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|t| t["name"] == config.task.as_str())
         .flat_map(|t| t["models"].as_array().into_iter().flatten())
-        .filter_map(|m| Some((m["name"].as_str()?.to_owned(), m["predicted_ms"].as_f64()?)))
+        .filter_map(|m| m["overhead_ms"].as_f64())
         .collect();
     let mut rtts = Vec::new();
     for _ in 0..HOP_PROBES {
@@ -457,22 +459,17 @@ pub async fn types_from_master(
             .with_context(|| format!("probing {}", config.url))?;
         rtts.push(sent.elapsed().as_secs_f64() * 1e3);
     }
-    rtts.sort_by(f64::total_cmp);
-    let hop_ms = rtts[rtts.len() / 2];
-    let candidates: Vec<_> = table
-        .models
-        .iter()
-        .zip(&table.candidates)
-        .map(|(name, c)| {
-            let mut c = c.clone();
-            c.latency_ms = predicted
-                .get(name)
-                .copied()
-                .unwrap_or(c.latency_ms + workload::HOP_MS);
-            c
-        })
-        .collect();
-    Ok(workload::constraint_types_with_hop(&candidates, hop_ms))
+    let hop_ms =
+        median(&mut rtts).unwrap_or(0.0) + median(&mut overheads).unwrap_or(workload::HOP_MS);
+    Ok(workload::constraint_types_with_hop(
+        &table.candidates,
+        hop_ms,
+    ))
+}
+
+fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied()
 }
 
 /// Round trips [`types_from_master`] times for the client's hop.

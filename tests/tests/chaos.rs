@@ -45,8 +45,9 @@ const KILLED: &[&str] = &["cnn_wide", "resnet"];
 const SEED: u64 = 7;
 const RATE: f64 = 20.0;
 const SECONDS: usize = 60;
-/// A third of the way in.
-const FAULT_AT: Duration = Duration::from_secs(20);
+const KILLS_AT: Duration = Duration::from_secs(20);
+/// The other scenarios' faults, 10 s into 20 s of load.
+const FAULT_AT: Duration = Duration::from_secs(10);
 const REPLACED_WITHIN: Duration = Duration::from_secs(15);
 
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -215,7 +216,7 @@ async fn killing_a_fifth_of_the_workers_fails_no_request_and_they_are_replaced()
         let url = url.clone();
         async move { load_types(&url, SECONDS, &types).await }
     });
-    tokio::time::sleep(FAULT_AT).await;
+    tokio::time::sleep(KILLS_AT).await;
     let mut old = Vec::new();
     for model in KILLED {
         old.push(ids_of(&url, model).await);
