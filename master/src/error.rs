@@ -38,10 +38,10 @@ pub enum MasterError {
         key: String,
         retry_after: std::time::Duration,
     },
-    /// A member's pool has more calls queued than it can start before the request's
-    /// answer is due: the request is refused at once rather than answered late.
+    /// A member's pool has more calls queued than it can start before the request
+    /// stops waiting: the request is refused at once rather than failed later.
     #[error(
-        "overloaded: `{model}` has {queued} calls queued for {slots} slots, about {wait_ms:.0} ms of waiting against a {latency_ms} ms target; retry after {retry_after:?}"
+        "overloaded: `{model}` has {queued} calls queued for {slots} slots, about {wait_ms:.0} ms of waiting, longer than a request with a {latency_ms} ms target waits; retry after {retry_after:?}"
     )]
     Overloaded {
         model: String,

@@ -501,8 +501,8 @@ impl Master {
                 &self.served_with(&task, false),
             ));
         }
-        self.admit(&task, &members, &request.constraint)?;
         let (waiting, deadline) = self.timing(started, request, none_fits);
+        self.admit(&task, &members, deadline, request.constraint.latency_ms)?;
         Ok(Resolved {
             task,
             key,
@@ -541,8 +541,8 @@ impl Master {
                 ),
             ));
         }
-        self.admit(&task, members, &request.constraint)?;
         let (waiting, deadline) = self.timing(started, request, false);
+        self.admit(&task, members, deadline, request.constraint.latency_ms)?;
         Ok(Resolved {
             key: ConstraintKey::new(task_name, &request.constraint),
             task,
@@ -556,16 +556,18 @@ impl Master {
     }
 
     /// Admission under overload: a request is refused at once (429, `Retry-After`) when
-    /// some member's pool has so many calls queued that this one would wait longer than
-    /// the whole latency target for a slot. Admitted requests then keep their latency,
-    /// and the client learns at once that it should back off.
+    /// some member's pool has so many calls queued that this one could not even start
+    /// before the request stops waiting (`deadline`: the latency target under
+    /// `strict_deadline`, else the late limit), so that it would fail anyway. The client
+    /// learns at once that it should back off, and the queue stops growing.
     fn admit(
         &self,
         task: &TaskTable,
         members: &[usize],
-        constraint: &Constraint,
+        deadline: Instant,
+        latency_ms: f64,
     ) -> Result<(), MasterError> {
-        let target = Duration::from_secs_f64(constraint.latency_ms / 1e3);
+        let target = deadline.saturating_duration_since(Instant::now());
         for &m in members {
             let model = &task.models[m];
             let Some(backlog) = self.registry.pool(model).and_then(|p| p.backlog()) else {
@@ -579,7 +581,7 @@ impl Master {
                     queued: backlog.queued,
                     slots: backlog.slots,
                     wait_ms: backlog.wait.as_secs_f64() * 1e3,
-                    latency_ms: constraint.latency_ms,
+                    latency_ms,
                     retry_after: backlog.wait.max(Duration::from_secs(1)),
                 });
             }
