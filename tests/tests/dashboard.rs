@@ -419,15 +419,12 @@ fn browse(binary: &Path, base: &str, png: &Path) -> Seen {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_view_draws_live_data_in_a_headless_chromium() {
-    let Some(binary) = chromium() else {
-        if std::env::var("COCKTAIL_ALLOW_SKIP").as_deref() == Ok("1") {
-            eprintln!("chromium is missing; skipped (COCKTAIL_ALLOW_SKIP=1)");
-            return;
-        }
-        panic!(
-            "chromium is missing: scripts/test.sh installs it (`apt_install chromium`), \
-             or set COCKTAIL_CHROMIUM to its path"
-        );
+    let Some(binary) = cocktail_tests::required(
+        chromium(),
+        "chromium",
+        "scripts/test.sh (`apt_install chromium`), or set COCKTAIL_CHROMIUM to its path",
+    ) else {
+        return;
     };
     // A master that manages its pools, as `cocktail up` starts it.
     let args: Vec<String> = [

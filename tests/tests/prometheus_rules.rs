@@ -48,15 +48,12 @@ fn names(file: &str, key: &str) -> Vec<String> {
 #[test]
 fn the_prometheus_configuration_and_rules_load_and_pass_their_unit_tests() {
     let dir = workspace_root().join("deploy/prometheus");
-    let Some(checked) = promtool(&dir, &["check", "rules", "rules.yml", "alerts.yml"]) else {
-        if std::env::var("COCKTAIL_ALLOW_SKIP").is_ok_and(|v| v == "1") {
-            eprintln!("skipped: promtool is not installed (COCKTAIL_ALLOW_SKIP=1)");
-            return;
-        }
-        panic!(
-            "promtool is not installed: scripts/test.sh installs it (`apt_install prometheus`); \
-             COCKTAIL_ALLOW_SKIP=1 skips this test"
-        );
+    let Some(checked) = cocktail_tests::required(
+        promtool(&dir, &["check", "rules", "rules.yml", "alerts.yml"]),
+        "promtool",
+        "scripts/test.sh (`apt_install prometheus`)",
+    ) else {
+        return;
     };
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
     let (rules, alerts) = (read("rules.yml"), read("alerts.yml"));
