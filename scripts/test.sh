@@ -2,6 +2,10 @@
 # Sets up and passes every check: formatting, clippy with warnings as errors, and every
 # test (unit, integration, black-box) against real ONNX Runtime. `.ci/run` runs this.
 source "$(dirname "$0")/lib.sh"
+# CI builds are cold: incremental state would only take disk (a CI machine once ran out
+# of it while building), so it is off unless the caller sets it.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+df -h "$ROOT" | tail -n 1 >&2
 "$ROOT/scripts/setup.sh"
 setup_ort
 # The master's tests run a real Redis (the shared model cache); they start their own.
@@ -38,7 +42,9 @@ if command -v docker >/dev/null; then
 fi
 log "cargo test"
 cargo test --workspace --features cocktail-tests/ec2 --locked
-# Disk left for the fuzz build (a full disk once killed its linker).
+# Disk left for the fuzz build (a full disk once killed its linker), and what the
+# workspace's build took.
 df -h "$ROOT" | tail -n 1 >&2
+du -sh "$ROOT/target" >&2
 # Every parser of untrusted bytes, fuzzed for 30 s per target from the committed corpora.
 FUZZ_DEV=1 "$ROOT/scripts/fuzz.sh" 30
