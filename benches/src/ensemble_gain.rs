@@ -4,7 +4,7 @@
 //! estimates) of two to five such models, both counted on the whole recorded test set.
 //! `cocktail results` writes the table to `docs/results.md` and `models/README.md`.
 
-use cocktail_policy::estimate::Recorded;
+use cocktail_policy::estimate::{Recorded, best_vote};
 
 use crate::sim::World;
 use crate::workload::HOP_MS;
@@ -49,15 +49,9 @@ pub fn gains(world: &World) -> Vec<Gain> {
             fit.sort_by(|&a, &b| accuracy[b].total_cmp(&accuracy[a]).then(a.cmp(&b)));
             fit.truncate(SEARCHED);
             let single = fit.first().copied().unwrap_or(t.model);
-            let mut best = (vec![single], accuracy[single]);
-            for size in 2..=MAX_SIZE.min(fit.len()) {
-                for subset in combinations(&fit, size) {
-                    let a = recorded.majority(&subset, accuracy).unwrap_or(0.0);
-                    if a > best.1 + 1e-12 {
-                        best = (subset, a);
-                    }
-                }
-            }
+            let best = best_vote(&recorded, &fit, MAX_SIZE, accuracy)
+                .filter(|(_, a)| *a > accuracy[single] + 1e-12)
+                .unwrap_or((vec![single], accuracy[single]));
             let name = |m: usize| world.models[m].clone();
             Gain {
                 constraint: t.name.clone(),
@@ -65,23 +59,6 @@ pub fn gains(world: &World) -> Vec<Gain> {
                 single: (name(single), accuracy[single]),
                 ensemble: (best.0.into_iter().map(name).collect(), best.1),
             }
-        })
-        .collect()
-}
-
-/// Every `k`-subset of `items`, in lexicographic order of positions.
-fn combinations(items: &[usize], k: usize) -> Vec<Vec<usize>> {
-    if k == 0 {
-        return vec![Vec::new()];
-    }
-    (0..items.len())
-        .flat_map(|i| {
-            combinations(&items[i + 1..], k - 1)
-                .into_iter()
-                .map(move |mut rest| {
-                    rest.insert(0, items[i]);
-                    rest
-                })
         })
         .collect()
 }
@@ -133,15 +110,6 @@ pub fn splice(readme: &str, table: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn combinations_are_every_subset_once() {
-        let all = combinations(&[4, 5, 6, 7], 2);
-        assert_eq!(all.len(), 6);
-        assert_eq!(all[0], [4, 5]);
-        assert_eq!(all[5], [6, 7]);
-        assert_eq!(combinations(&[1, 2, 3], 3), [vec![1, 2, 3]]);
-    }
 
     #[test]
     fn the_table_replaces_only_its_block() {

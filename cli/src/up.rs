@@ -345,24 +345,67 @@ async fn wait_until_registered(
 }
 
 fn print_welcome(url: &str, grpc: &str, zoo: &Zoo) {
-    let sample = zoo.root().join("samples/fashion/0000_ankle-boot.png");
+    let sample = zoo.root().join(BUNDLED_SAMPLE);
+    let examples = if sample.is_file() {
+        format!(
+            "Classify an image within 50 ms end to end at 90 % accuracy (several fashion models meet it;\n\
+             the bundled zoo's best single model reaches 92.8 % and no vote of it a point more: README.md):\n\n  \
+             curl -s -F task=fashion -F latency_ms=50 -F accuracy=0.9 -F image=@{} {url}/v1/classify\n\n\
+             A sentence, over the Open Inference Protocol v2:\n\n  \
+             curl -s {url}/v2/models/sentiment/infer -H 'content-type: application/json' \\\n    \
+             -d '{{\"inputs\":[{{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"A wonderful film.\"]}}],\"parameters\":{{\"latency_ms\":50,\"accuracy\":0.8}}}}'\n",
+            sample.display()
+        )
+    } else {
+        let all: String = zoo
+            .tasks()
+            .keys()
+            .map(|task| task_example(url, zoo, task))
+            .collect();
+        format!("{}\n", all.trim_end())
+    };
     println!(
-        "\nCocktail-rs is serving on {url} (Ctrl-C stops everything).\n\n\
-         Classify an image within 50 ms end to end at 90 % accuracy (several fashion models meet it;\n\
-         the bundled zoo's best single model reaches 92.8 % and no vote of it a point more: README.md):\n\n  \
-         curl -s -F task=fashion -F latency_ms=50 -F accuracy=0.9 -F image=@{} {url}/v1/classify\n\n\
-         A sentence, over the Open Inference Protocol v2:\n\n  \
-         curl -s {url}/v2/models/sentiment/infer -H 'content-type: application/json' \\\n    \
-         -d '{{\"inputs\":[{{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"A wonderful film.\"]}}],\"parameters\":{{\"latency_ms\":50,\"accuracy\":0.8}}}}'\n\n\
+        "\nCocktail-rs is serving on {url} (Ctrl-C stops everything).\n\n{examples}\n\
          Standard OIP clients (tritonclient, KServe) work on their defaults: HTTP at {url},\n\
          gRPC at {grpc} (docs/oip.md).\n\n\
          More: {url}/v2/models, {url}/v1/ensembles, {url}/openapi.json, {url}/metrics\n\n\
          The admin API (/v1/workers, /v1/instances, /v1/decisions, /v1/cost, /v1/pools) wants the admin\n\
          token the master keeps in {secrets}/{ADMIN_TOKEN_FILE} (the workers' cluster secret is next to it):\n\n  \
          curl -s -H \"Authorization: Bearer $(cat {secrets}/{ADMIN_TOKEN_FILE})\" {url}/v1/workers\n",
-        sample.display(),
         secrets = DEFAULT_SECRETS_DIR,
     );
+}
+
+/// The bundled zoo's sample image, which its welcome's examples send.
+const BUNDLED_SAMPLE: &str = "samples/fashion/0000_ankle-boot.png";
+
+/// A request for `task` of any other zoo: at the accuracy of its best model (rounded
+/// down to a point), within a second, with a placeholder input.
+fn task_example(url: &str, zoo: &Zoo, task: &str) -> String {
+    let best = zoo
+        .models_for(task)
+        .map(|m| m.accuracy)
+        .fold(0.0_f64, f64::max);
+    let accuracy = (best * 100.0).floor() / 100.0;
+    let Some(model) = zoo.models_for(task).next() else {
+        return String::new();
+    };
+    match model.preprocess {
+        cocktail_common::Preprocess::Image(_) => format!(
+            "Classify an image of `{task}` (JPEG, PNG, WebP or GIF) within 1 s at {:.0} % accuracy:\n\n  \
+             curl -s -F task={task} -F latency_ms=1000 -F accuracy={accuracy} -F image=@YOUR_IMAGE.jpg {url}/v1/classify\n\n",
+            accuracy * 100.0
+        ),
+        cocktail_common::Preprocess::Text { .. } => format!(
+            "Classify a sentence of `{task}` within 1 s at {:.0} % accuracy, over the Open Inference Protocol v2:\n\n  \
+             curl -s {url}/v2/models/{task}/infer -H 'content-type: application/json' \\\n    \
+             -d '{{\"inputs\":[{{\"name\":\"text\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"YOUR SENTENCE\"]}}],\"parameters\":{{\"latency_ms\":1000,\"accuracy\":{accuracy}}}}}'\n\n",
+            accuracy * 100.0
+        ),
+        cocktail_common::Preprocess::Tensor => format!(
+            "`{task}` takes its model's input tensors as they are: {url}/v2/models/{task} lists them, and docs/oip.md shows a request.\n\n"
+        ),
+    }
 }
 
 #[cfg(test)]

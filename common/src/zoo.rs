@@ -210,6 +210,33 @@ pub fn packing_factor(batch_sizes: &[usize], latency_us: &[f64]) -> u32 {
     best.floor().max(1.0) as u32
 }
 
+/// Whether `b` answers the requests `a` does: both images (each worker prepares them its
+/// own way), both text, or both the same input tensors.
+fn same_request(a: &ModelEntry, b: &ModelEntry) -> bool {
+    match (&a.preprocess, &b.preprocess) {
+        (Preprocess::Image(_), Preprocess::Image(_))
+        | (Preprocess::Text { .. }, Preprocess::Text { .. }) => true,
+        (Preprocess::Tensor, Preprocess::Tensor) => a.inputs == b.inputs,
+        _ => false,
+    }
+}
+
+/// What a model's requests carry, for messages.
+fn request_kind(m: &ModelEntry) -> String {
+    match &m.preprocess {
+        Preprocess::Image(_) => "image".into(),
+        Preprocess::Text { .. } => "text".into(),
+        Preprocess::Tensor => format!(
+            "tensor ({})",
+            m.inputs
+                .iter()
+                .map(|i| format!("`{}` {:?} {:?}", i.name, i.dtype, i.shape))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 impl Zoo {
     /// Reads and validates the manifest at `path`.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, CommonError> {
@@ -283,6 +310,19 @@ impl Zoo {
             let in_unit = |a: f64| (0.0..=1.0).contains(&a);
             if !in_unit(m.accuracy) || !m.class_accuracy.iter().all(|&a| in_unit(a)) {
                 return fail(format!("model `{}` has an accuracy outside [0, 1]", m.name));
+            }
+            if let Some(first) = self.models.iter().find(|f| f.task == m.task)
+                && !same_request(first, m)
+            {
+                return fail(format!(
+                    "model `{}` takes {} requests, but `{}`, the first model of task `{}`, takes {}: every model of a task answers the same requests; put `{}` in a task of its own",
+                    m.name,
+                    request_kind(m),
+                    first.name,
+                    m.task,
+                    request_kind(first),
+                    m.name
+                ));
             }
             if let Some(p) = &m.profile {
                 let rows_ok = p.latency_us.len() == p.threads.len()
@@ -550,5 +590,42 @@ preprocess = { kind = "text", tokenizer = "tok.json", max_tokens = 8 }
         .unwrap();
         let err = Zoo::load(&path).unwrap_err().to_string();
         assert!(err.contains("unknown task `other`"), "{err}");
+    }
+
+    #[test]
+    fn every_model_of_a_task_takes_the_same_requests() {
+        let dir = std::env::temp_dir().join(format!("zoo-kinds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("zoo.toml");
+        let model = |name: &str, width: usize| {
+            format!(
+                r#"[[models]]
+name = "{name}"
+task = "t"
+file = "{name}.onnx"
+sha256 = ""
+arch = ""
+description = ""
+params = 1
+train_examples = 1
+epochs = 1
+accuracy = 0.5
+class_accuracy = [0.5, 0.5]
+inputs = [{{ name = "x", dtype = "float32", shape = [-1, {width}] }}]
+output = "logits"
+preprocess = {{ kind = "tensor" }}
+"#
+            )
+        };
+        let head = "schema = 1\n[tasks.t]\nlabels = [\"a\", \"b\"]\n";
+        std::fs::write(&path, format!("{head}{}{}", model("a", 4), model("b", 4))).unwrap();
+        Zoo::load(&path).unwrap();
+        std::fs::write(&path, format!("{head}{}{}", model("a", 4), model("b", 5))).unwrap();
+        let err = Zoo::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("model `b` takes tensor (`x` Float32 [-1, 5]) requests, but `a`, the first model of task `t`, takes tensor (`x` Float32 [-1, 4])"),
+            "{err}"
+        );
+        assert!(err.contains("put `b` in a task of its own"), "{err}");
     }
 }

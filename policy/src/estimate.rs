@@ -95,6 +95,47 @@ impl Recorded {
     }
 }
 
+/// The most accurate plain-majority vote (as [`Recorded::majority`] counts it) of two
+/// to `max_size` models among `candidates`, with its accuracy; `None` when no such vote
+/// is counted (fewer than two candidates, or none with recorded answers). Exhaustive:
+/// callers bound `candidates` (C(9, 2..=5) = 372 subsets).
+pub fn best_vote(
+    recorded: &Recorded,
+    candidates: &[usize],
+    max_size: usize,
+    accuracy: &[f64],
+) -> Option<(Vec<usize>, f64)> {
+    let mut best: Option<(Vec<usize>, f64)> = None;
+    for size in 2..=max_size.min(candidates.len()) {
+        for subset in combinations(candidates, size) {
+            let Some(a) = recorded.majority(&subset, accuracy) else {
+                continue;
+            };
+            if best.as_ref().is_none_or(|(_, b)| a > b + 1e-12) {
+                best = Some((subset, a));
+            }
+        }
+    }
+    best
+}
+
+/// Every `k`-subset of `items`, in lexicographic order of positions.
+pub fn combinations(items: &[usize], k: usize) -> Vec<Vec<usize>> {
+    if k == 0 {
+        return vec![Vec::new()];
+    }
+    (0..items.len())
+        .flat_map(|i| {
+            combinations(&items[i + 1..], k - 1)
+                .into_iter()
+                .map(move |mut rest| {
+                    rest.insert(0, items[i]);
+                    rest
+                })
+        })
+        .collect()
+}
+
 /// The recorded test items requests are scored on, simulated and live: (the first, how
 /// many), the second half of `total` (all items when there is only one). Selection
 /// estimates on the first half ([`Recorded::for_estimates`]).
@@ -134,6 +175,15 @@ pub fn majority_vote<C: Copy + Ord>(
 mod tests {
     use super::*;
     use statrs::distribution::{Binomial, DiscreteCDF};
+
+    #[test]
+    fn combinations_are_every_subset_once() {
+        let all = combinations(&[4, 5, 6, 7], 2);
+        assert_eq!(all.len(), 6);
+        assert_eq!(all[0], [4, 5]);
+        assert_eq!(all[5], [6, 7]);
+        assert_eq!(combinations(&[1, 2, 3], 3), [vec![1, 2, 3]]);
+    }
 
     #[test]
     fn equals_binomial_when_accuracies_are_equal() {

@@ -146,9 +146,17 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &EvaluateArgs) -> anyh
         answers.push(out);
     }
     bar.finish_and_clear();
-    write_all(
+    let accuracy = write_all(
         manifest, &zoo, &args.task, &models, &labels, classes, &answers,
-    )
+    )?;
+    let names: Vec<String> = models.iter().map(|m| m.name.clone()).collect();
+    let classes: Vec<Vec<usize>> = answers.into_iter().map(|a| a.classes).collect();
+    println!(
+        "\nensemble gain: the best plain-majority vote of each size among the {} most accurate models\n\n{}",
+        names.len().min(9),
+        super::gain::table(&names, &classes, &labels, &accuracy)
+    );
+    Ok(())
 }
 
 /// The items and their class ids, in a fixed order (sorted paths, file rows).
@@ -254,7 +262,7 @@ fn write_all(
     labels: &[usize],
     classes: usize,
     answers: &[Answers],
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<f64>> {
     let predictions = zoo
         .task(task)?
         .predictions
@@ -298,6 +306,7 @@ fn write_all(
     let mut doc = read_doc(manifest)?;
     doc["tasks"][task]["predictions"] = toml_edit::value(predictions.as_str());
     let mut report = Vec::new();
+    let mut accuracy = vec![0.0; models.len()];
     if let Some(entries) = doc.get_mut("models").and_then(Item::as_array_of_tables_mut) {
         for entry in entries.iter_mut() {
             let Some(i) = models
@@ -306,13 +315,14 @@ fn write_all(
             else {
                 continue;
             };
-            let (accuracy, per_class, empty) = accuracies(labels, &answers[i].classes, classes);
-            entry.insert("accuracy", toml_edit::value(accuracy));
+            let (overall, per_class, empty) = accuracies(labels, &answers[i].classes, classes);
+            accuracy[i] = overall;
+            entry.insert("accuracy", toml_edit::value(overall));
             entry.insert(
                 "class_accuracy",
                 toml_edit::value(Array::from_iter(per_class)),
             );
-            report.push((models[i].name.clone(), accuracy, empty));
+            report.push((models[i].name.clone(), overall, empty));
         }
     }
     let mut temps = Vec::new();
@@ -349,7 +359,7 @@ fn write_all(
         );
     }
     println!("recorded answers: {}", zoo.resolve(&predictions).display());
-    Ok(())
+    Ok(accuracy)
 }
 
 /// Top-1 accuracy, recall per class (rounded to 4 places, as the project's manifest),

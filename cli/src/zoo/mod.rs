@@ -7,6 +7,7 @@
 mod add;
 mod check;
 mod evaluate;
+mod gain;
 mod labels;
 mod model;
 mod preprocess;
