@@ -1,12 +1,14 @@
 """Sends one image file (JPEG, PNG, WebP or GIF) to Cocktail-rs with the standard Open
 Inference Protocol client, PyPI tritonclient: once over HTTP (the image as binary tensor
-data, the client's default) and once over gRPC, and prints each answer's label.
+data, the client's default) and once over gRPC, and prints each answer's label and the
+models that voted it.
 
     python classify.py TASK IMAGE [--http HOST:PORT] [--grpc HOST:PORT]
         [--latency-ms MS] [--accuracy A] [--models NAME,NAME]
 """
 
 import argparse
+import json
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -19,7 +21,13 @@ def classify(client_module, url, task, image, parameters):
     tensor.set_data_from_numpy(np.array([image], dtype=np.object_))
     result = client.infer(task, [tensor], parameters=parameters)
     label = result.as_numpy("label")[0]
-    return label.decode() if isinstance(label, bytes) else str(label)
+    label = label.decode() if isinstance(label, bytes) else str(label)
+    response = result.get_response()
+    if isinstance(response, dict):  # HTTP: the response's JSON
+        models = response["parameters"]["models"]
+    else:  # gRPC: a protobuf, whose list parameters are JSON text
+        models = json.loads(response.parameters["models"].string_param)
+    return f"{label} ({', '.join(models)})"
 
 
 def main():
