@@ -82,9 +82,9 @@ struct Load {
     /// Count an answer as an error unless `parameters.models` names this many members.
     #[arg(long)]
     expect_models: Option<usize>,
-    /// The request `parameters` (JSON); the default makes Cocktail's master use every
-    /// worker (a latency target all three meet, an accuracy no subset reaches) and vote
-    /// by majority.
+    /// The request `parameters` (JSON); the default is a latency target all three models
+    /// meet and a majority vote. Cocktail's requests also name its workers' models in
+    /// `models` (pinned) unless these parameters name them.
     #[arg(
         long,
         default_value = r#"{"latency_ms": 100, "accuracy": 0.95, "scheme": "majority"}"#
@@ -107,8 +107,15 @@ struct System {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // Cocktail's ensemble is pinned to its workers' models (the request parameter
+    // `models`), as the peers' static ensembles are: selection alone would serve the
+    // request with the one model that meets it.
+    let mut pinned = None;
     let (system, load) = match args.target {
-        Target::Cocktail { models, load } => (start_cocktail(&models).await?, load),
+        Target::Cocktail { models, load } => {
+            pinned = Some(models.join(","));
+            (start_cocktail(&models).await?, load)
+        }
         Target::Url {
             url,
             system,
@@ -130,8 +137,11 @@ async fn main() -> anyhow::Result<()> {
         }
     };
     anyhow::ensure!(load.concurrency > 0, "--concurrency must be at least 1");
-    let parameters: Value =
+    let mut parameters: Value =
         serde_json::from_str(&load.parameters).context("--parameters is not JSON")?;
+    if let (Some(models), Some(object)) = (pinned, parameters.as_object_mut()) {
+        object.entry("models").or_insert(Value::String(models));
+    }
     let requests = Arc::new(requests(&parameters)?);
 
     let warm = drive(&system, &requests, &load, load.warmup, "warm-up").await;
