@@ -4,15 +4,23 @@
 //!
 //! The handle is a channel sender (the TGI queue pattern); the thread is plain blocking
 //! code because ONNX Runtime calls block anyway.
+//!
+//! A lone call skips the queue: when nothing is queued and the backend is free, and the
+//! model's batches typically take at most [`INLINE_LIMIT`], the call runs on the thread
+//! that received it. Handing it to the batch thread and its answer back costs two thread
+//! wake-ups, each tens of microseconds on a virtual machine, as much as a small model's
+//! inference; batching only pays once calls queue. A slower model keeps the hand-off, so
+//! that an HTTP thread is never blocked for long.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
 use cocktail_common::batching::BatchPolicy;
 use cocktail_common::catalog::{GpuModel, InstanceType};
 use cocktail_common::latency::BatchLatency;
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::preprocess::Preprocessor;
@@ -28,12 +36,36 @@ struct Job {
     reply: oneshot::Sender<Reply>,
 }
 
+/// The longest typical batch a lone call runs inline for (see the module's note).
+pub const INLINE_LIMIT: Duration = Duration::from_millis(1);
+
+/// The backend and what running a batch needs, shared by the batch thread and the
+/// callers that run inline.
+struct Engine {
+    backend: Mutex<Box<dyn Backend>>,
+    preprocessor: Arc<Preprocessor>,
+    /// The last batch's time in nanoseconds (`u64::MAX` before the first): whether a
+    /// lone call may run inline.
+    last_batch_ns: AtomicU64,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("last_batch_ns", &self.last_batch_ns)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A cheap, cloneable way to submit work to the batch thread.
 #[derive(Debug, Clone)]
 pub struct BatcherHandle {
     sender: mpsc::Sender<Job>,
     queued: Arc<AtomicUsize>,
     pace: Option<Arc<Pace>>,
+    engine: Arc<Engine>,
+    /// Whether lone calls may run inline (`--no-inline` turns it off for comparisons).
+    inline: bool,
 }
 
 impl std::fmt::Debug for Job {
@@ -52,36 +84,64 @@ impl BatcherHandle {
         policy: BatchPolicy,
         pace: Option<Pace>,
         idle_poll: Duration,
+        inline: bool,
     ) -> Result<Self, WorkerError> {
         let (sender, receiver) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
-        let thread_queued = Arc::clone(&queued);
+        let engine = Arc::new(Engine {
+            backend: Mutex::new(backend),
+            preprocessor,
+            last_batch_ns: AtomicU64::new(u64::MAX),
+        });
+        let (thread_queued, thread_engine) = (Arc::clone(&queued), Arc::clone(&engine));
         std::thread::Builder::new()
             .name("batcher".into())
-            .spawn(move || {
-                run(
-                    backend,
-                    &preprocessor,
-                    policy,
-                    idle_poll,
-                    &receiver,
-                    &thread_queued,
-                );
-            })
+            .spawn(move || run(&thread_engine, policy, idle_poll, &receiver, &thread_queued))
             .map_err(|e| WorkerError::Ort(format!("cannot start the batch thread: {e}")))?;
         Ok(Self {
             sender,
             queued,
             pace: pace.map(Arc::new),
+            engine,
+            inline,
         })
+    }
+
+    /// Runs `prepared` on this thread if it is alone and the backend is free and quick
+    /// (see the module's note); gives it back otherwise.
+    fn try_inline(&self, prepared: Prepared) -> Result<Reply, Prepared> {
+        let quick = self.engine.last_batch_ns.load(Ordering::Relaxed)
+            <= INLINE_LIMIT.as_nanos() as u64;
+        if !self.inline || !quick || self.queued.load(Ordering::Relaxed) > 0 {
+            return Err(prepared);
+        }
+        let Some(mut backend) = self.engine.backend.try_lock() else {
+            return Err(prepared);
+        };
+        let items = prepared.len();
+        let reply = self.engine.batch(backend.as_mut(), &[&prepared], items);
+        if let Err(error) = &reply {
+            tracing::error!(message = %error, items, "batch failed");
+        }
+        Ok(reply)
     }
 
     /// Queues a request's items and waits for its probabilities (with a [`Pace`], for at
     /// least as long as the emulated type takes).
     pub async fn infer(&self, prepared: Prepared) -> Reply {
-        let (reply, answer) = oneshot::channel();
         let enqueued = Instant::now();
         let items = prepared.len();
+        let prepared = match self.try_inline(prepared) {
+            Ok(reply) => {
+                metrics::inline_call();
+                if let Some(pace) = &self.pace {
+                    tokio::time::sleep_until((enqueued + pace.takes(items)).into()).await;
+                }
+                return reply;
+            }
+            Err(prepared) => prepared,
+        };
+        let (reply, answer) = oneshot::channel();
         let job = Job {
             prepared,
             enqueued,
@@ -106,8 +166,7 @@ impl BatcherHandle {
 }
 
 fn run(
-    mut backend: Box<dyn Backend>,
-    preprocessor: &Preprocessor,
+    engine: &Engine,
     policy: BatchPolicy,
     idle_poll: Duration,
     receiver: &mpsc::Receiver<Job>,
@@ -149,7 +208,7 @@ fn run(
         }
         queued.fetch_sub(jobs.len(), Ordering::Relaxed);
         metrics::queue_depth(queued.load(Ordering::Relaxed));
-        run_batch(backend.as_mut(), preprocessor, jobs, items);
+        engine.run_jobs(jobs, items);
     }
 }
 
@@ -194,29 +253,49 @@ fn next_job(receiver: &mpsc::Receiver<Job>, idle_poll: Duration) -> Option<Job> 
     receiver.recv().ok()
 }
 
-fn run_batch(backend: &mut dyn Backend, preprocessor: &Preprocessor, jobs: Vec<Job>, items: usize) {
-    let parts: Vec<&Prepared> = jobs.iter().map(|j| &j.prepared).collect();
-    let started = Instant::now();
-    let result = join(&parts, preprocessor).and_then(|batch| backend.infer(&batch));
-    metrics::batch(items, started.elapsed());
-    match result {
-        Ok(Probabilities(all)) => {
-            let mut row = 0;
-            for job in jobs {
-                let n = job.prepared.len();
-                let rows = all
-                    .slice_axis(ndarray::Axis(0), ndarray::Slice::from(row..row + n))
-                    .to_owned();
-                row += n;
-                // The requester may have gone (client disconnected); nothing to do then.
-                let _ = job.reply.send(Ok(Probabilities(rows)));
+impl Engine {
+    /// Joins `parts` into one batch and runs it, timing it.
+    fn batch(
+        &self,
+        backend: &mut dyn Backend,
+        parts: &[&Prepared],
+        items: usize,
+    ) -> Result<Probabilities, WorkerError> {
+        let started = Instant::now();
+        let result = join(parts, &self.preprocessor).and_then(|batch| backend.infer(&batch));
+        let took = started.elapsed();
+        metrics::batch(items, took);
+        self.last_batch_ns
+            .store(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        result
+    }
+
+    /// Runs queued jobs as one batch and answers each with its rows.
+    fn run_jobs(&self, jobs: Vec<Job>, items: usize) {
+        let parts: Vec<&Prepared> = jobs.iter().map(|j| &j.prepared).collect();
+        let result = {
+            let mut backend = self.backend.lock();
+            self.batch(backend.as_mut(), &parts, items)
+        };
+        match result {
+            Ok(Probabilities(all)) => {
+                let mut row = 0;
+                for job in jobs {
+                    let n = job.prepared.len();
+                    let rows = all
+                        .slice_axis(ndarray::Axis(0), ndarray::Slice::from(row..row + n))
+                        .to_owned();
+                    row += n;
+                    // The requester may have gone (client disconnected); nothing to do then.
+                    let _ = job.reply.send(Ok(Probabilities(rows)));
+                }
             }
-        }
-        Err(error) => {
-            let message = error.to_string();
-            tracing::error!(%message, items, "batch failed");
-            for job in jobs {
-                let _ = job.reply.send(Err(WorkerError::Ort(message.clone())));
+            Err(error) => {
+                let message = error.to_string();
+                tracing::error!(%message, items, "batch failed");
+                for job in jobs {
+                    let _ = job.reply.send(Err(WorkerError::Ort(message.clone())));
+                }
             }
         }
     }

@@ -45,6 +45,10 @@ struct Args {
     /// of a core. Worth it only when the worker has cores to spare; 0 sleeps at once.
     #[arg(long, env = "COCKTAIL_IDLE_POLL_US", default_value_t = 0)]
     idle_poll_us: u64,
+    /// Hand every call to the batch thread, even a lone call of a quick model (which by
+    /// default runs on the thread that received it): for benchmarks that compare the two.
+    #[arg(long, env = "COCKTAIL_NO_INLINE")]
+    no_inline: bool,
     /// Response-time target in milliseconds the batching is tuned for.
     #[arg(long, env = "COCKTAIL_RT_MAX_MS")]
     rt_max_ms: Option<f64>,
@@ -133,6 +137,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         batch_wait: args.batch_wait_us.map(Duration::from_micros),
         rt_max: args.rt_max_ms.map(|ms| Duration::from_secs_f64(ms / 1e3)),
         idle_poll: Duration::from_micros(args.idle_poll_us),
+        inline: !args.no_inline,
         queue_items: args.queue_items,
         http_workers: args.http_workers,
         instance_type: args.instance_type,

@@ -44,6 +44,11 @@ pub fn queue_depth(depth: usize) {
     metrics::gauge!("cocktail_worker_queue_depth").set(depth as f64);
 }
 
+/// A lone call run on the thread that received it, not queued for the batch thread.
+pub fn inline_call() {
+    metrics::counter!("cocktail_worker_inline_calls_total").increment(1);
+}
+
 /// One batch run by the backend.
 pub fn batch(items: usize, inference: Duration) {
     metrics::histogram!("cocktail_worker_batch_size").record(items as f64);

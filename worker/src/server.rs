@@ -44,6 +44,9 @@ pub struct WorkerConfig {
     pub rt_max: Option<Duration>,
     /// How long the idle batch thread spins for the next request before it sleeps.
     pub idle_poll: Duration,
+    /// Whether a lone call of a quick model runs on the thread that received it
+    /// (`BatcherHandle`'s note); off only to measure the hand-off.
+    pub inline: bool,
     /// Items that may wait beyond those in service before requests get 429.
     pub queue_items: usize,
     /// HTTP worker threads.
@@ -105,6 +108,7 @@ impl Worker {
             policy,
             pace,
             config.idle_poll,
+            config.inline,
         )?;
         let capacity = policy.max_items + config.queue_items;
         tracing::info!(model = %model.name, threads = config.threads, max_batch = policy.max_items,
