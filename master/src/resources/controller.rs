@@ -155,6 +155,8 @@ pub struct Controller {
     standbys: Mutex<Standbys>,
     searches: Mutex<HashMap<String, IntervalSearch>>,
     health: Mutex<health::HealthState>,
+    /// Models a zoo reload added whose pools are launched once an ensemble uses them.
+    adopted: Mutex<HashSet<String>>,
 }
 
 /// The cold standbys: every standby's id, and those resumed to cover an interruption.
@@ -232,6 +234,7 @@ impl Controller {
             standbys: Mutex::new(Standbys::default()),
             searches: Mutex::new(HashMap::new()),
             health: Mutex::default(),
+            adopted: Mutex::default(),
         }))
     }
 
@@ -280,6 +283,7 @@ impl Controller {
             }
             if tokio::time::Instant::now() >= next_health {
                 self.health_step().await;
+                self.launch_adopted(&mut control).await;
                 next_health = tokio::time::Instant::now() + health_every;
             }
             if tokio::time::Instant::now() < blind_until && arrived.is_empty() {

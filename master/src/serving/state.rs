@@ -438,6 +438,35 @@ mod tests {
     }
 
     #[test]
+    fn a_key_selected_from_another_table_is_a_miss_and_forgotten_once_stale() {
+        let ensembles = Ensembles::default();
+        let (old, new) = (task(4), task(3));
+        let key = ConstraintKey::new("t", &constraint());
+        let kept = ensembles.insert(
+            key.clone(),
+            &old,
+            KeyState::new(&models(), constraint(), vec![3], 0),
+        );
+        assert!(ensembles.get(&key, &old).is_some());
+        assert!(
+            ensembles.get(&key, &new).is_none(),
+            "member 3 of the old table is no model of the new one"
+        );
+        let current = BTreeMap::from([("t".to_owned(), Arc::clone(&new))]);
+        assert_eq!(ensembles.forget_stale(&current), 1);
+        assert!(ensembles.snapshot().is_empty());
+        assert_eq!(kept.lock().members, vec![3], "a request under way keeps its state");
+        let fresh = KeyState::new(&models()[..3], constraint(), vec![2], 0);
+        let state = ensembles.insert(key.clone(), &new, fresh);
+        // A request that started on the old table replaces it, with its own table.
+        let late = KeyState::new(&models(), constraint(), vec![3], 0);
+        ensembles.insert(key.clone(), &old, late);
+        assert!(ensembles.get(&key, &new).is_none());
+        assert_eq!(ensembles.forget_stale(&current), 1);
+        assert_eq!(state.lock().members, vec![2]);
+    }
+
+    #[test]
     fn recent_requests_are_bounded_and_taken_once() {
         let task = task(1);
         let state = Arc::new(Mutex::new(KeyState::new(

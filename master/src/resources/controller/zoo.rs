@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use cocktail_common::Zoo;
 use cocktail_policy::autoscale::{Action, Decision};
+use cocktail_policy::control::Control;
 
 use super::{Controller, ModelInfo};
 use crate::MasterError;
@@ -47,13 +48,43 @@ impl Controller {
                 models.insert(m.name.clone(), ModelInfo::of(m, scale));
             }
         }
+        self.adopted
+            .lock()
+            .extend(added.iter().map(|m| m.name.clone()));
         self.master
             .manage(added.into_iter().map(|m| m.name.clone()));
+    }
+
+    /// Launches the minimum of each pool a reload added as soon as an ensemble uses it
+    /// (the health checks' period), rather than at the next predictive interval.
+    pub(super) async fn launch_adopted(&self, control: &mut Control) {
+        if self.adopted.lock().is_empty() {
+            return;
+        }
+        let Ok((mut measurements, _)) = self.measure(Vec::new()).await else {
+            return;
+        };
+        {
+            let mut adopted = self.adopted.lock();
+            measurements
+                .pools
+                .retain(|p| p.in_use && adopted.remove(&p.model));
+        }
+        measurements
+            .pools
+            .retain(|p| p.instances.is_empty() && !p.booting);
+        if measurements.pools.is_empty() {
+            return;
+        }
+        for decision in control.warm_start(&measurements) {
+            self.execute("zoo", 0.0, decision).await;
+        }
     }
 
     /// Stops managing `model` (removed from the zoo) and terminates its instances:
     /// call this once its pool has drained. Returns the instances terminated.
     pub async fn retire(&self, model: &str) -> Vec<String> {
+        self.adopted.lock().remove(model);
         if self.models.write().remove(model).is_none() {
             return Vec::new();
         }
