@@ -107,7 +107,9 @@ impl Registry {
         let pool = {
             let mut pools = self.pools.write();
             Arc::clone(pools.entry(registration.model.clone()).or_insert_with(|| {
-                Arc::new(Pool::new(self.speeds.read().get(&registration.model).cloned()))
+                Arc::new(Pool::new(
+                    self.speeds.read().get(&registration.model).cloned(),
+                ))
             }))
         };
         pool.instances.write().push(instance);

@@ -3,8 +3,8 @@
 //! vote → labels (real, or pseudo from the full candidate set) → O2 at interval ends.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -253,9 +253,11 @@ impl Master {
             task.recorded.as_ref(),
         );
         tracing::info!(%key, members = ?names(task, &members), "O1 selected an ensemble");
-        let state = self
-            .ensembles
-            .insert(key.clone(), task, KeyState::new(&served, constraint, members, 0));
+        let state = self.ensembles.insert(
+            key.clone(),
+            task,
+            KeyState::new(&served, constraint, members, 0),
+        );
         self.publish(task, key, &state);
         (state, false)
     }

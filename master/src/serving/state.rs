@@ -455,7 +455,11 @@ mod tests {
         let current = BTreeMap::from([("t".to_owned(), Arc::clone(&new))]);
         assert_eq!(ensembles.forget_stale(&current), 1);
         assert!(ensembles.snapshot().is_empty());
-        assert_eq!(kept.lock().members, vec![3], "a request under way keeps its state");
+        assert_eq!(
+            kept.lock().members,
+            vec![3],
+            "a request under way keeps its state"
+        );
         let fresh = KeyState::new(&models()[..3], constraint(), vec![2], 0);
         let state = ensembles.insert(key.clone(), &new, fresh);
         // A request that started on the old table replaces it, with its own table.
