@@ -504,7 +504,7 @@ impl Master {
         request: &ValidRequest,
     ) -> Result<Resolved, MasterError> {
         let started = Instant::now();
-        let task = self.task(task_name)?;
+        let task = Arc::clone(&request.task);
         let key = ConstraintKey::new(task_name, &request.constraint);
         let (state, cache_hit) = self.ensemble(&task, &key, request.constraint).await;
         let (members, generation, none_fits) = {
@@ -542,7 +542,7 @@ impl Master {
         members: &[usize],
     ) -> Result<Resolved, MasterError> {
         let started = Instant::now();
-        let task = self.task(task_name)?;
+        let task = Arc::clone(&request.task);
         if let Some(&idle) = members
             .iter()
             .find(|&&m| !self.registry.serves(&task.models[m]))
