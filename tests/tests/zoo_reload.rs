@@ -20,8 +20,8 @@ use cocktail_benches::process::{command_lines, flag};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_tests::cluster::{
-    Process, Signal, admin_client, admin_get, decisions, eventually, image_request, png_base64,
-    serving_workers, signal, wait_for_models,
+    Cluster, Process, RELAXED, Signal, admin_client, admin_get, decisions, eventually,
+    image_request, png_base64, serving_workers, signal, wait_for_models,
 };
 use cocktail_tests::zoo_manifest;
 use serde_json::{Value, json};
@@ -42,6 +42,9 @@ const RATE: f64 = 20.0;
 const SECONDS: usize = 30;
 const SEED: u64 = 7;
 
+/// The tests share this machine's two cores: one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A copy of the fashion zoo's manifest with some of its models, in a folder of its own
 /// that links to the checkout's model files and data.
 struct TempZoo {
@@ -52,8 +55,9 @@ struct TempZoo {
 }
 
 impl TempZoo {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("cocktail-zoo-reload-{}", std::process::id()));
+    fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("cocktail-zoo-reload-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let source = zoo_manifest();
@@ -121,6 +125,20 @@ fn broken_model() -> String {
         .replacen("name = \"linear\"", "name = \"ghost\"", 1)
         .replacen("fashion/linear.onnx", "fashion/ghost.onnx", 1);
     format!("\n[[models]]\n{table}")
+}
+
+/// An infer request of one image with `parameters`; its status and answer.
+async fn infer(url: &str, parameters: Value) -> (u16, Value) {
+    let pixels: Vec<u8> = (0..28 * 28).map(|i| (i % 251) as u8).collect();
+    let body = image_request(&[png_base64(28, 28, &pixels)], parameters);
+    let response = admin_client()
+        .post(format!("{url}/v2/models/fashion/infer"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
 }
 
 fn failed(report: &LoadReport) -> u64 {
@@ -210,7 +228,8 @@ fn worker_pids(master_url: &str, model: &str) -> Vec<i32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_added_and_one_removed_under_load_fail_no_request() {
-    let zoo = TempZoo::new();
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let zoo = TempZoo::new("managed");
     zoo.write(FIRST, "");
     let manifest = zoo.manifest().display().to_string();
     let args: Vec<String> = [
@@ -271,20 +290,12 @@ async fn a_model_added_and_one_removed_under_load_fail_no_request() {
     )
     .await;
     let ready_after = added_at.elapsed();
-    let pixels: Vec<u8> = (0..28 * 28).map(|i| (i % 251) as u8).collect();
-    let pinned = image_request(
-        &[png_base64(28, 28, &pixels)],
+    let (status, answer) = infer(
+        &url,
         json!({ "latency_ms": 1000.0, "accuracy": 0.5, "models": ADDED }),
-    );
-    let answer: Value = admin_client()
-        .post(format!("{url}/v2/models/fashion/infer"))
-        .json(&pinned)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["parameters"]["models"], json!([ADDED]), "{answer}");
 
     // A broken manifest is refused, naming the problem; the zoo served stays.
@@ -383,4 +394,71 @@ async fn a_model_added_and_one_removed_under_load_fail_no_request() {
     ] {
         assert!(metrics.contains(line), "{line} in /metrics");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_controller_a_reload_admits_the_new_models_workers_and_retires_the_removed() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let zoo = TempZoo::new("static");
+    zoo.write(&["linear", "lenet"], "");
+    let manifest = zoo.manifest().display().to_string();
+    let args: Vec<&str> = RELAXED
+        .iter()
+        .copied()
+        .chain(["--zoo", &manifest])
+        .collect();
+    let mut cluster = Cluster::start(&args, &["linear", "lenet"]).await;
+    let url = cluster.master.url.clone();
+    let selected = json!({ "latency_ms": 1000.0, "accuracy": 0.8 });
+    let (status, answer) = infer(&url, selected.clone()).await;
+    assert_eq!(status, 200, "{answer}");
+
+    // Added: its static workers may register once the zoo has it.
+    zoo.write(&["linear", "lenet", "mlp_med"], "");
+    let (status, change) = reload(&url).await;
+    assert_eq!(status, 200, "{change}");
+    assert_eq!(change["added"], json!(["mlp_med"]), "{change}");
+    assert_eq!(change["tasks"], json!(["fashion"]), "{change}");
+    assert!(
+        index(&url)
+            .await
+            .contains(&("mlp_med".to_owned(), "UNAVAILABLE".to_owned()))
+    );
+    cluster.add_worker("mlp_med").await;
+    let (status, answer) = infer(
+        &url,
+        json!({ "latency_ms": 1000.0, "accuracy": 0.5, "models": "mlp_med" }),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["parameters"]["models"],
+        json!(["mlp_med"]),
+        "{answer}"
+    );
+
+    // Removed: no request selects or pins it; its worker, not the master's, stays
+    // registered and is listed as unloading.
+    zoo.write(&["linear", "mlp_med"], "");
+    let (status, change) = reload(&url).await;
+    assert_eq!(status, 200, "{change}");
+    assert_eq!(change["removed"], json!(["lenet"]), "{change}");
+    for _ in 0..10 {
+        let (status, answer) = infer(&url, selected.clone()).await;
+        assert_eq!(status, 200, "{answer}");
+        let members = answer["parameters"]["models"].as_array().unwrap();
+        assert!(!members.contains(&json!("lenet")), "{answer}");
+    }
+    assert!(!ensemble_models(&url).await.contains(&"lenet".to_owned()));
+    let (status, refused) = infer(
+        &url,
+        json!({ "latency_ms": 1000.0, "accuracy": 0.5, "models": "lenet" }),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        index(&url)
+            .await
+            .contains(&("lenet".to_owned(), "UNLOADING".to_owned()))
+    );
 }
