@@ -68,6 +68,9 @@ pub enum MasterError {
     AllMembersFailed(Vec<MemberFailure>),
     #[error("this master runs without a resource controller (start it with `--provider local`)")]
     NoController,
+    /// A zoo reload found the manifest broken: the zoo served stays.
+    #[error("zoo reload refused, the zoo served is unchanged: {0}")]
+    ZooRefused(String),
     #[error("the cloud provider failed: {0}")]
     Provider(String),
     #[error(transparent)]
@@ -122,6 +125,7 @@ impl MasterError {
             Self::AllMembersFailed(_) => "members_failed",
             Self::NoController => "no_controller",
             Self::Provider(_) => "provider",
+            Self::ZooRefused(_) => "zoo_refused",
             Self::Common(_) | Self::Internal(_) => "internal",
         }
     }

@@ -144,13 +144,13 @@ pub async fn sample(master: &Master, controller: Option<&Controller>) -> Sample 
             let (members, window_accuracy) = ensembles
                 .iter()
                 .find(|(k, _)| k.as_str() == key)
-                .map(|(k, state)| {
-                    let s = state.lock();
-                    let names = master
-                        .tasks
-                        .get(k.task())
-                        .map(|task| s.members.iter().map(|&i| task.models[i].clone()).collect())
-                        .unwrap_or_default();
+                .map(|(_, keyed)| {
+                    let s = keyed.state.lock();
+                    let names = s
+                        .members
+                        .iter()
+                        .filter_map(|&i| keyed.task.models.get(i).cloned())
+                        .collect();
                     (names, s.window_accuracy())
                 })
                 .unwrap_or_default();

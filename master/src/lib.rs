@@ -8,6 +8,7 @@
 //! - `access`: who may call what (secrets, API keys, worker networks).
 //! - `http` and `grpc`: the OIP surfaces (`http` also the control plane).
 //! - `history`: the dashboard's ring of samples.
+//! - `reload`: re-reading the zoo while serving.
 //! - `server`, `config`, `metrics`, `error`: the process around them.
 
 pub mod access;
@@ -17,6 +18,7 @@ pub mod grpc;
 pub mod history;
 pub mod http;
 pub mod metrics;
+pub mod reload;
 pub mod resources;
 pub mod server;
 pub mod serving;

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::access::Access;
 use crate::http::{AppState, configure};
+use crate::reload::Reloader;
 use crate::resources::controller::{Controller, ControllerConfig};
 use crate::resources::provider::docker::Containers;
 use crate::resources::provider::emulated::Emulated;
@@ -62,6 +63,9 @@ pub async fn serve(
     net: Net,
     grpc: Option<Grpc>,
 ) -> Result<(), MasterError> {
+    // At once: SIGHUP's default action would end the process.
+    let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| MasterError::Internal(format!("SIGHUP handler: {e}")))?;
     let http_workers = config.http_workers.max(1);
     let zoo_path = config.zoo.clone();
     let master = Arc::new(Master::new(config)?);
@@ -188,6 +192,8 @@ pub async fn serve(
             },
         );
     }
+    let reloader = Arc::new(Reloader::new(Arc::clone(&master), controller.clone()));
+    reload_on_hangup(hangups, Arc::clone(&reloader), shutdown.child_token());
     let sessions = crate::http::dashboard::Sessions::new(access.admin.as_ref(), net.tls.is_some())?;
     let state = web::Data::new(AppState {
         master,
@@ -196,6 +202,7 @@ pub async fn serve(
         access,
         history,
         sessions,
+        reloader,
     });
     let deadline = net.request_timeout;
     let server = HttpServer::new(move || {
@@ -251,6 +258,23 @@ pub async fn serve(
 /// How long a stopping master keeps asking a failing provider to terminate its instances.
 const SHUTDOWN_TERMINATE: std::time::Duration = std::time::Duration::from_secs(30);
 const GRPC_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Re-reads the zoo on every SIGHUP until `stop` is cancelled (a refused reload is
+/// logged and counted; the master serves on).
+fn reload_on_hangup(
+    mut hangups: tokio::signal::unix::Signal,
+    reloader: Arc<Reloader>,
+    stop: CancellationToken,
+) {
+    tokio::spawn(async move {
+        stop.run_until_cancelled(async move {
+            while hangups.recv().await.is_some() {
+                let _ = reloader.reload("SIGHUP").await;
+            }
+        })
+        .await
+    });
+}
 
 /// Runs `tick` every `period` (the first at once) until `stop` is cancelled; a tick under
 /// way when it is cancelled is dropped at its next await.

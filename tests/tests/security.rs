@@ -217,8 +217,10 @@ async fn workers_answer_only_callers_with_the_cluster_secret() {
     assert_eq!(status, 200, "{answer}");
 }
 
-/// The admin routes and a body for each (`None`: GET).
+/// The admin routes and a body for each (`None`: GET; `Some("")`: a POST without one).
 const ADMIN_ROUTES: &[(&str, Option<&str>)] = &[
+    ("/v2/repository/index", Some("")),
+    ("/v1/zoo/reload", Some("")),
     ("/v1/workers", None),
     ("/v1/pools", None),
     ("/v1/instances", None),
@@ -231,7 +233,7 @@ const ADMIN_ROUTES: &[(&str, Option<&str>)] = &[
     ),
 ];
 
-/// A call to one of [`ADMIN_ROUTES`]: a GET, or a PUT of `body`.
+/// A call to one of [`ADMIN_ROUTES`]: a GET, a POST without a body, or a PUT of `body`.
 fn admin_request(
     client: &reqwest::Client,
     master: &str,
@@ -240,6 +242,7 @@ fn admin_request(
 ) -> reqwest::RequestBuilder {
     match body {
         None => client.get(format!("{master}{path}")),
+        Some("") => client.post(format!("{master}{path}")),
         Some(body) => client
             .put(format!("{master}{path}"))
             .header("content-type", "application/json")

@@ -235,6 +235,7 @@ impl From<MasterError> for Status {
             | MasterError::NoController => Code::NotFound,
             MasterError::NoWorkers { .. } | MasterError::AllMembersFailed(_) => Code::Unavailable,
             MasterError::Provider(_) => Code::Unavailable,
+            MasterError::ZooRefused(_) => Code::FailedPrecondition,
             MasterError::Common(_) | MasterError::Internal(_) => Code::Internal,
         };
         let message = if code == Code::Internal {

@@ -109,7 +109,7 @@ impl GrpcInferenceService for Grpc {
     ) -> Result<Response<ServerReadyResponse>, Status> {
         let master = &self.master;
         let ready = master
-            .tasks
+            .tasks()
             .keys()
             .any(|t| present::task_is_ready(master, t));
         Ok(Response::new(ServerReadyResponse { ready }))
@@ -143,7 +143,7 @@ impl GrpcInferenceService for Grpc {
     ) -> Result<Response<ModelMetadataResponse>, Status> {
         let table = self.master.task(&request.get_ref().name)?;
         Ok(Response::new(convert::metadata(present::task_metadata(
-            table,
+            &table,
         ))))
     }
 
@@ -156,7 +156,7 @@ impl GrpcInferenceService for Grpc {
         let task = request.model_name.clone();
         let table = self.master.task(&task)?;
         let (inputs, form) = convert::infer_request(request)?;
-        let valid = request::valid(table, inputs, form.clone(), self.master.config.member_wire)?;
+        let valid = request::valid(&table, inputs, form.clone(), self.master.config.member_wire)?;
         let answer = self.master.infer(&task, valid).await?;
         let response = present::oip_response(&answer, &form)?;
         Ok(Response::new(convert::infer_response(response)))

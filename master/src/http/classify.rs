@@ -81,7 +81,7 @@ where
         parameters: Some(fields),
         outputs: None,
     };
-    let request = request::valid(table, vec![input], form, master.config.member_wire)?;
+    let request = request::valid(&table, vec![input], form, master.config.member_wire)?;
     Ok((task_name, request))
 }
 

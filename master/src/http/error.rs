@@ -12,7 +12,7 @@ use crate::MasterError;
 impl ResponseError for MasterError {
     fn status_code(&self) -> StatusCode {
         match self {
-            Self::InvalidInput { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::InvalidInput { .. } | Self::ZooRefused(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Malformed(_) => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,

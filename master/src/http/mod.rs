@@ -8,6 +8,7 @@ pub mod dashboard;
 mod error;
 mod openapi;
 pub mod present;
+mod repository;
 mod routes;
 mod views;
 

@@ -8,6 +8,7 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder
 use utoipa::{Modify, OpenApi};
 
 use super::dashboard;
+use super::repository;
 use super::routes::{self, AppState};
 use super::views;
 
@@ -41,6 +42,8 @@ use super::views;
         routes::instances,
         routes::decisions,
         routes::cost,
+        repository::repository_index,
+        repository::reload,
         document,
         routes::metrics_text,
         dashboard::show,
@@ -69,6 +72,8 @@ use super::views;
         crate::serving::registry::InstanceView,
         crate::resources::controller::PoolReport,
         crate::resources::controller::CostReport,
+        crate::serving::service::ModelIndex,
+        crate::serving::service::ZooChange,
         crate::resources::provider::InstanceRecord,
         crate::resources::provider::InstanceStatus,
         views::TaskList,
@@ -139,10 +144,9 @@ pub async fn document(state: web::Data<AppState>) -> HttpResponse {
     let Ok(mut doc) = serde_json::to_value(ApiDoc::openapi()) else {
         return HttpResponse::InternalServerError().finish();
     };
-    let tasks: Vec<String> = state.master.tasks.keys().cloned().collect();
-    let models: Vec<String> = state
-        .master
-        .tasks
+    let served = state.master.tasks();
+    let tasks: Vec<String> = served.keys().cloned().collect();
+    let models: Vec<String> = served
         .values()
         .flat_map(|t| t.models.iter().cloned())
         .collect();

@@ -81,7 +81,7 @@ pub fn server_metadata() -> ServerMetadata {
 /// A task can be served when some model of it has a worker.
 pub fn task_is_ready(master: &Master, task: &str) -> bool {
     master
-        .tasks
+        .tasks()
         .get(task)
         .is_some_and(|t| t.models.iter().any(|m| master.registry.serves(m)))
 }

@@ -44,6 +44,8 @@ pub struct AppState {
     pub history: Arc<crate::history::History>,
     /// The dashboard's sign-in sessions.
     pub sessions: super::dashboard::Sessions,
+    /// Zoo reloads (`POST /v1/zoo/reload`, SIGHUP).
+    pub reloader: Arc<crate::reload::Reloader>,
 }
 
 impl AppState {
@@ -87,6 +89,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(endpoint("/v1/instances", Method::GET, instances))
     .service(endpoint("/v1/decisions", Method::GET, decisions))
     .service(endpoint("/v1/cost", Method::GET, cost))
+    .service(endpoint(
+        "/v2/repository/index",
+        Method::POST,
+        super::repository::repository_index,
+    ))
+    .service(endpoint(
+        "/v1/zoo/reload",
+        Method::POST,
+        super::repository::reload,
+    ))
     .app_data(
         web::FormConfig::default()
             .limit(dashboard::FORM_BYTES)
@@ -154,7 +166,7 @@ pub async fn live() -> HttpResponse {
 pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
     let master = &state.master;
     if master
-        .tasks
+        .tasks()
         .keys()
         .any(|t| present::task_is_ready(master, t))
     {
@@ -168,7 +180,7 @@ pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
 pub async fn list_tasks(state: web::Data<AppState>) -> HttpResponse {
     let master = &state.master;
     let models = master
-        .tasks
+        .tasks()
         .values()
         .map(|t| TaskSummary {
             name: t.name.clone(),
@@ -205,7 +217,7 @@ pub async fn task_metadata(
     task: web::Path<String>,
 ) -> Result<HttpResponse> {
     let table = state.master.task(&task)?;
-    Ok(HttpResponse::Ok().json(present::task_metadata(table)))
+    Ok(HttpResponse::Ok().json(present::task_metadata(&table)))
 }
 
 #[utoipa::path(get, path = "/v2/models/{task}/ready", params(("task" = String, Path, description = "A task this master serves")),
@@ -269,7 +281,7 @@ pub async fn infer(
             .map(|v| v.as_bytes()),
     )?;
     let body = read_limited(payload).await?;
-    let mut request = request::parse_infer(table, body, header, state.master.config.member_wire)?;
+    let mut request = request::parse_infer(&table, body, header, state.master.config.member_wire)?;
     let form = std::mem::take(&mut request.form);
     let answer = state.master.infer(&task, request).await?;
     let (body, header) = binary::encode_response(oip_response(&answer, &form)?)?;
@@ -384,15 +396,12 @@ pub async fn ensembles(state: web::Data<AppState>) -> HttpResponse {
         .ensembles
         .snapshot()
         .into_iter()
-        .map(|(key, s)| {
-            let s = s.lock();
-            let task = key.task();
+        .map(|(key, keyed)| {
+            let s = keyed.state.lock();
             let names = |ids: &[usize]| -> Vec<String> {
-                master
-                    .tasks
-                    .get(task)
-                    .map(|t| ids.iter().map(|&i| t.models[i].clone()).collect())
-                    .unwrap_or_default()
+                ids.iter()
+                    .filter_map(|&i| keyed.task.models.get(i).cloned())
+                    .collect()
             };
             EnsembleView {
                 members: names(&s.members),
@@ -430,7 +439,7 @@ pub async fn register(
     body: web::Json<Registration>,
 ) -> Result<HttpResponse> {
     let master = &state.master;
-    check_registration(&master.tasks, &body)?;
+    check_registration(&master.tasks(), &body)?;
     state.access.networks.admit(&body.url).await?;
     if let Some(controller) = &state.controller {
         controller.admits(&body).await?;

@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::time::Duration;
 
 use cocktail_common::catalog::{self, Catalog, InstanceType};
@@ -43,6 +43,7 @@ mod cluster;
 mod health;
 mod mixes;
 mod standbys;
+mod zoo;
 
 pub use mixes::{MixConfig, Optimiser};
 
@@ -104,6 +105,20 @@ struct ModelInfo {
     batch_latency: Option<BatchLatency>,
 }
 
+impl ModelInfo {
+    fn of(m: &cocktail_common::zoo::ModelEntry, scale: f64) -> Self {
+        Self {
+            profile: m.profile.clone(),
+            latency_ms: Candidate::of(m).scaled(scale).latency_ms,
+            batch_latency: m
+                .profile
+                .as_ref()
+                .and_then(BatchLatency::fit)
+                .map(|l| l.scaled(scale)),
+        }
+    }
+}
+
 /// The last view of a pool, for `/v1/pools`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PoolReport {
@@ -120,7 +135,8 @@ pub struct Controller {
     master: Arc<Master>,
     pub provider: Arc<dyn Provider>,
     catalog: Catalog,
-    models: HashMap<String, ModelInfo>,
+    /// The managed models; a zoo reload adds and removes some (`zoo`).
+    models: RwLock<HashMap<String, ModelInfo>>,
     config: ControllerConfig,
     /// The loop's state until the actor takes it, and when the loop started.
     control: Mutex<Option<Control>>,
@@ -139,6 +155,8 @@ pub struct Controller {
     standbys: Mutex<Standbys>,
     searches: Mutex<HashMap<String, IntervalSearch>>,
     health: Mutex<health::HealthState>,
+    /// Models a zoo reload added whose pools are launched once an ensemble uses them.
+    adopted: Mutex<HashSet<String>>,
 }
 
 /// The cold standbys: every standby's id, and those resumed to cover an interruption.
@@ -186,18 +204,7 @@ impl Controller {
             if !config.models.is_empty() && !config.models.contains(&m.name) {
                 continue;
             }
-            models.insert(
-                m.name.clone(),
-                ModelInfo {
-                    profile: m.profile.clone(),
-                    latency_ms: Candidate::of(m).scaled(scale).latency_ms,
-                    batch_latency: m
-                        .profile
-                        .as_ref()
-                        .and_then(BatchLatency::fit)
-                        .map(|l| l.scaled(scale)),
-                },
-            );
+            models.insert(m.name.clone(), ModelInfo::of(m, scale));
         }
         for m in &config.models {
             if !models.contains_key(m) {
@@ -221,12 +228,13 @@ impl Controller {
             master,
             provider,
             catalog,
-            models,
+            models: RwLock::new(models),
             config,
             store,
             standbys: Mutex::new(Standbys::default()),
             searches: Mutex::new(HashMap::new()),
             health: Mutex::default(),
+            adopted: Mutex::default(),
         }))
     }
 
@@ -275,6 +283,7 @@ impl Controller {
             }
             if tokio::time::Instant::now() >= next_health {
                 self.health_step().await;
+                self.launch_adopted(&mut control).await;
                 next_health = tokio::time::Instant::now() + health_every;
             }
             if tokio::time::Instant::now() < blind_until && arrived.is_empty() {
@@ -411,27 +420,27 @@ impl Controller {
             *last = snapshot;
             delta
         };
-        let weights: HashMap<&str, f64> = self
-            .last_interval
-            .lock()
-            .as_ref()
-            .map(|r| {
-                r.pools
-                    .iter()
-                    .map(|p| (p.model.clone(), p.weight))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|(m, w)| Some((self.models.get_key_value(m)?.0.as_str(), *w)))
-            .collect();
+        let weights: HashMap<String, f64> = {
+            let models = self.models.read();
+            self.last_interval
+                .lock()
+                .as_ref()
+                .map(|r| {
+                    r.pools
+                        .iter()
+                        .filter(|p| models.contains_key(&p.model))
+                        .map(|p| (p.model.clone(), p.weight))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
         for pool in &measurements.pools {
             let satisfaction = latest
                 .models
                 .get(&pool.model)
                 .filter(|u| u.requests > 0)
                 .map(|u| 1.0 - u.misses as f64 / u.requests as f64);
-            let demand = predicted * weights.get(pool.model.as_str()).copied().unwrap_or(0.0);
+            let demand = predicted * weights.get(&pool.model).copied().unwrap_or(0.0);
             for decision in self.mix_step(mix, pool, demand, satisfaction) {
                 self.execute("mix", predicted, decision).await;
             }
@@ -462,7 +471,8 @@ impl Controller {
     /// What each type costs a pool now (spot under the bid, else on-demand), and how
     /// fast the model runs there.
     fn offers_for(&self, model: &str) -> Vec<Offer> {
-        let info = self.models.get(model);
+        let info = self.models.read().get(model).cloned();
+        let info = info.as_ref();
         let profile = info.and_then(|m| m.profile.as_ref());
         self.allowed_types()
             .map(|ty| {
@@ -509,12 +519,11 @@ impl Controller {
         let now = now_s();
         let standbys = self.standbys.lock().all.clone();
         let in_use = self.master.models_in_use();
-        let mut names: Vec<&String> = self.models.keys().collect();
-        names.sort();
-        let pools = names
-            .into_iter()
-            .map(|model| {
-                let info = &self.models[model];
+        let mut models: Vec<(String, ModelInfo)> = self.models.read().clone().into_iter().collect();
+        models.sort_by(|a, b| a.0.cmp(&b.0));
+        let pools = models
+            .iter()
+            .map(|(model, info)| {
                 let own = || records.iter().filter(move |r| &r.model == model);
                 let instances = own()
                     .filter(|r| {

@@ -29,8 +29,9 @@ pub use pool::{Backlog, Lease, NoSlot, Pool, RECENT_BATCHES, Speed};
 #[derive(Debug, Default)]
 pub struct Registry {
     pools: RwLock<HashMap<String, Arc<Pool>>>,
-    /// Each model's speed per instance type, for pools that mix types.
-    speeds: HashMap<String, Arc<Speed>>,
+    /// Each model's speed per instance type, for pools that mix types (replaced by a
+    /// zoo reload; a pool keeps the speed it was made with).
+    speeds: RwLock<HashMap<String, Arc<Speed>>>,
 }
 
 /// What the registry measures of each model's response time ([`Registry::response_times`]).
@@ -66,8 +67,13 @@ impl Registry {
     pub fn with_speeds(speeds: HashMap<String, Arc<Speed>>) -> Self {
         Self {
             pools: RwLock::default(),
-            speeds,
+            speeds: RwLock::new(speeds),
         }
+    }
+
+    /// The speeds of a reloaded zoo, for the pools made from now on.
+    pub fn set_speeds(&self, speeds: HashMap<String, Arc<Speed>>) {
+        *self.speeds.write() = speeds;
     }
 
     pub fn pool(&self, model: &str) -> Option<Arc<Pool>> {
@@ -76,7 +82,7 @@ impl Registry {
 
     /// `model`'s speed per instance type, when its profile gives one.
     pub fn speed(&self, model: &str) -> Option<Arc<Speed>> {
-        self.speeds.get(model).cloned()
+        self.speeds.read().get(model).cloned()
     }
 
     /// Adds or replaces an instance (a worker registering again keeps its id).
@@ -101,7 +107,9 @@ impl Registry {
         let pool = {
             let mut pools = self.pools.write();
             Arc::clone(pools.entry(registration.model.clone()).or_insert_with(|| {
-                Arc::new(Pool::new(self.speeds.get(&registration.model).cloned()))
+                Arc::new(Pool::new(
+                    self.speeds.read().get(&registration.model).cloned(),
+                ))
             }))
         };
         pool.instances.write().push(instance);

@@ -4,6 +4,8 @@
 //! length); decoding images and tokenising is the workers' job, and when every member
 //! refuses an input as invalid their 4xx is passed on.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use cocktail_common::oip::limits::{MAX_ITEMS, MAX_TEXT_CHARS};
 use cocktail_common::oip::tensor::{self, ByteItem};
@@ -23,6 +25,10 @@ pub const MAX_LATENCY_MS: f64 = 60_000.0;
 /// A request that passed the master's checks.
 #[derive(Debug, Clone)]
 pub struct ValidRequest {
+    /// The task's table it was checked against (its labels, and the models `pinned`
+    /// names by index): the request is served from this table even when a zoo reload
+    /// replaces it meanwhile.
+    pub task: Arc<TaskTable>,
     pub id: Option<String>,
     /// The request every member gets.
     pub member: MemberBody,
@@ -64,7 +70,7 @@ pub enum MemberWire {
 /// Parses and checks a `POST /v2/models/{task}/infer` body (with its
 /// `Inference-Header-Content-Length`, if any).
 pub fn parse_infer(
-    task: &TaskTable,
+    task: &Arc<TaskTable>,
     body: Bytes,
     header: Option<usize>,
     wire: MemberWire,
@@ -75,7 +81,7 @@ pub fn parse_infer(
 
 /// Checks a request whose inputs are taken out of `form`, and builds the member body.
 pub fn valid(
-    task: &TaskTable,
+    task: &Arc<TaskTable>,
     inputs: Vec<RequestInput>,
     form: InferRequest,
     wire: MemberWire,
@@ -89,6 +95,7 @@ pub fn valid(
     let pinned = pinned(task, parameters.get("models"))?;
     let strict_deadline = flag(parameters, "strict_deadline")?;
     Ok(ValidRequest {
+        task: Arc::clone(task),
         id: form.id.clone(),
         member: member_body(inputs, wire)?,
         items,

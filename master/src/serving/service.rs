@@ -3,10 +3,10 @@
 //! vote → labels (real, or pseudo from the full candidate set) → O2 at interval ends.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use cocktail_common::Zoo;
@@ -30,6 +30,12 @@ use cocktail_policy::selection::{self, Constraint};
 use cocktail_policy::voting::{Scheme, Voter, vote_batch};
 
 mod learning;
+mod reload;
+
+pub use reload::{ModelIndex, ZooChange};
+
+/// Every task's table, by name.
+pub type Tasks = BTreeMap<String, Arc<TaskTable>>;
 
 /// A request's ensemble, as [`Master::resolve`] found it.
 struct Resolved {
@@ -55,7 +61,9 @@ const SYNC_PERIOD: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct Master {
     pub config: MasterConfig,
-    pub tasks: BTreeMap<String, Arc<TaskTable>>,
+    /// Swapped whole by a zoo reload ([`Master::reload_zoo`]); a request keeps the
+    /// table it started with.
+    tasks: RwLock<Arc<Tasks>>,
     pub registry: Arc<Registry>,
     pub ensembles: Ensembles,
     pub recent: Recent,
@@ -72,7 +80,7 @@ pub struct Master {
     epoch: u64,
     /// Models whose pools a resource controller manages: selectable while no worker
     /// serves them, since the controller launches a pool once an ensemble uses it.
-    managed: OnceLock<HashSet<String>>,
+    managed: RwLock<Option<HashSet<String>>>,
 }
 
 impl Master {
@@ -86,6 +94,7 @@ impl Master {
             .into_iter()
             .map(|(name, table)| (name, Arc::new(table)))
             .collect();
+        let tasks = RwLock::new(Arc::new(tasks));
         let cache = config
             .redis_url
             .as_deref()
@@ -118,7 +127,7 @@ impl Master {
             client,
             requests: AtomicU64::new(0),
             epoch,
-            managed: OnceLock::new(),
+            managed: RwLock::new(None),
         })
     }
 
@@ -147,11 +156,26 @@ impl Master {
         });
     }
 
-    /// Hands the pools of `models` to a resource controller (once; later calls do
-    /// nothing): they stay selectable with no worker, and the controller keeps a pool
-    /// only while some ensemble uses it.
+    /// Hands the pools of `models` to a resource controller (adding to those it has):
+    /// they stay selectable with no worker, and the controller keeps a pool only while
+    /// some ensemble uses it.
     pub fn manage(&self, models: impl IntoIterator<Item = String>) {
-        let _ = self.managed.set(models.into_iter().collect());
+        self.managed
+            .write()
+            .get_or_insert_with(HashSet::new)
+            .extend(models);
+    }
+
+    /// The controller no longer manages `model` (removed from the zoo).
+    pub fn unmanage(&self, model: &str) {
+        if let Some(set) = self.managed.write().as_mut() {
+            set.remove(model);
+        }
+    }
+
+    /// Every task's table now.
+    pub fn tasks(&self) -> Arc<Tasks> {
+        Arc::clone(&self.tasks.read())
     }
 
     /// Every model some current ensemble uses, with the tightest latency target among
@@ -163,10 +187,8 @@ impl Master {
             return None;
         }
         let mut in_use = HashMap::new();
-        for (key, state) in keys {
-            let Some(task) = self.tasks.get(key.task()) else {
-                continue;
-            };
+        for (_, keyed) in keys {
+            let (task, state) = (keyed.task, keyed.state);
             let (latency_ms, members) = {
                 let s = state.lock();
                 (s.constraint.latency_ms, s.members.clone())
@@ -181,13 +203,14 @@ impl Master {
         Some(in_use)
     }
 
-    pub fn task(&self, name: &str) -> Result<&Arc<TaskTable>, MasterError> {
-        self.tasks
+    pub fn task(&self, name: &str) -> Result<Arc<TaskTable>, MasterError> {
+        let tasks = self.tasks();
+        tasks
             .get(name)
+            .cloned()
             .ok_or_else(|| MasterError::UnknownTask {
                 task: name.to_owned(),
-                known: self
-                    .tasks
+                known: tasks
                     .keys()
                     .map(|t| format!("`{t}`"))
                     .collect::<Vec<_>>()
@@ -198,11 +221,11 @@ impl Master {
     /// The ensemble for a constraint key and whether it came from a cache.
     async fn ensemble(
         &self,
-        task: &TaskTable,
+        task: &Arc<TaskTable>,
         key: &ConstraintKey,
         constraint: Constraint,
     ) -> (Arc<Mutex<KeyState>>, bool) {
-        if let Some(state) = self.ensembles.get(key) {
+        if let Some(state) = self.ensembles.get(key, task) {
             self.sync_in_background(task, key, &state);
             metrics::counter!("cocktail_master_cache_total", "layer" => "local", "outcome" => "hit")
                 .increment(1);
@@ -216,7 +239,7 @@ impl Master {
                         .increment(1);
                     let state =
                         KeyState::new(&self.served(task), constraint, members, cached.generation);
-                    return (self.ensembles.insert(key.clone(), state), true);
+                    return (self.ensembles.insert(key.clone(), task, state), true);
                 }
             }
             metrics::counter!("cocktail_master_cache_total", "layer" => "redis", "outcome" => "miss")
@@ -230,9 +253,11 @@ impl Master {
             task.recorded.as_ref(),
         );
         tracing::info!(%key, members = ?names(task, &members), "O1 selected an ensemble");
-        let state = self
-            .ensembles
-            .insert(key.clone(), KeyState::new(&served, constraint, members, 0));
+        let state = self.ensembles.insert(
+            key.clone(),
+            task,
+            KeyState::new(&served, constraint, members, 0),
+        );
         self.publish(task, key, &state);
         (state, false)
     }
@@ -252,12 +277,15 @@ impl Master {
     /// [`Master::served`], with the measured overhead (`measured`) or with the inference
     /// times alone.
     fn served_with(&self, task: &TaskTable, measured: bool) -> Vec<selection::Candidate> {
-        let managed = self.managed.get();
-        let serves: Vec<bool> = task
-            .models
-            .iter()
-            .map(|m| self.registry.serves(m) || managed.is_some_and(|set| set.contains(m)))
-            .collect();
+        let serves: Vec<bool> = {
+            let managed = self.managed.read();
+            task.models
+                .iter()
+                .map(|m| {
+                    self.registry.serves(m) || managed.as_ref().is_some_and(|set| set.contains(m))
+                })
+                .collect()
+        };
         let times = self.registry.response_times(&task.models);
         let predicted = if measured {
             response::predicted(
@@ -349,7 +377,7 @@ impl Master {
         let started = Instant::now();
         let constraint = request.constraint;
         let answer = self.answer(task_name, request, started).await;
-        if self.tasks.contains_key(task_name) {
+        if self.tasks().contains_key(task_name) {
             let outcome = match &answer {
                 Ok(a) => Outcome::Answered {
                     members: a.models.len(),
@@ -476,7 +504,7 @@ impl Master {
         request: &ValidRequest,
     ) -> Result<Resolved, MasterError> {
         let started = Instant::now();
-        let task = Arc::clone(self.task(task_name)?);
+        let task = Arc::clone(&request.task);
         let key = ConstraintKey::new(task_name, &request.constraint);
         let (state, cache_hit) = self.ensemble(&task, &key, request.constraint).await;
         let (members, generation, none_fits) = {
@@ -514,7 +542,7 @@ impl Master {
         members: &[usize],
     ) -> Result<Resolved, MasterError> {
         let started = Instant::now();
-        let task = Arc::clone(self.task(task_name)?);
+        let task = Arc::clone(&request.task);
         if let Some(&idle) = members
             .iter()
             .find(|&&m| !self.registry.serves(&task.models[m]))

@@ -4,7 +4,7 @@
 //! The table of keys is the in-process model cache; [`crate::serving::cache`] shares it between
 //! masters through Redis.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 // The ensembles' `KeyState` and the tasks' weights are still `std` locks, recovered from
 // poisoning by hand, until `Master::infer` (service.rs) takes `parking_lot` ones too.
 use std::sync::Arc;
@@ -126,39 +126,77 @@ impl KeyState {
     }
 }
 
-/// Every constraint key's state.
+/// Every constraint key's state, each with the task table its member indices point
+/// into: after a zoo reload changes a task's models, a key made with the old table is
+/// a miss for requests of the new one, so an index never names another model.
 #[derive(Debug, Default)]
 pub struct Ensembles {
-    keys: parking_lot::RwLock<HashMap<ConstraintKey, Arc<Mutex<KeyState>>>>,
+    keys: parking_lot::RwLock<HashMap<ConstraintKey, Keyed>>,
+}
+
+/// A key's state and the table it was selected from.
+#[derive(Debug, Clone)]
+pub struct Keyed {
+    pub task: Arc<TaskTable>,
+    pub state: Arc<Mutex<KeyState>>,
 }
 
 impl Ensembles {
-    pub fn get(&self, key: &ConstraintKey) -> Option<Arc<Mutex<KeyState>>> {
-        self.keys.read().get(key).cloned()
+    /// The key's state when it was selected from `task` (this very table).
+    pub fn get(&self, key: &ConstraintKey, task: &Arc<TaskTable>) -> Option<Arc<Mutex<KeyState>>> {
+        self.keys
+            .read()
+            .get(key)
+            .filter(|k| Arc::ptr_eq(&k.task, task))
+            .map(|k| Arc::clone(&k.state))
     }
 
-    /// Inserts unless another request got there first; returns the state in the table.
-    pub fn insert(&self, key: ConstraintKey, state: KeyState) -> Arc<Mutex<KeyState>> {
+    /// Inserts unless another request of the same table got there first (a state of
+    /// another table is replaced); returns the state in the table.
+    pub fn insert(
+        &self,
+        key: ConstraintKey,
+        task: &Arc<TaskTable>,
+        state: KeyState,
+    ) -> Arc<Mutex<KeyState>> {
         let mut keys = self.keys.write();
-        Arc::clone(
-            keys.entry(key)
-                .or_insert_with(|| Arc::new(Mutex::new(state))),
-        )
+        match keys.get(&key) {
+            Some(k) if Arc::ptr_eq(&k.task, task) => Arc::clone(&k.state),
+            _ => {
+                let state = Arc::new(Mutex::new(state));
+                let keyed = Keyed {
+                    task: Arc::clone(task),
+                    state: Arc::clone(&state),
+                };
+                keys.insert(key, keyed);
+                state
+            }
+        }
     }
 
     /// Forgets keys unused for `ttl` (the in-process cache's expiry).
     pub fn expire(&self, ttl: Duration) {
         self.keys
             .write()
-            .retain(|_, state| state.lock().last_used.elapsed() < ttl);
+            .retain(|_, k| k.state.lock().last_used.elapsed() < ttl);
     }
 
-    pub fn snapshot(&self) -> Vec<(ConstraintKey, Arc<Mutex<KeyState>>)> {
+    /// Forgets every key whose table is no longer its task's `current` one (after a zoo
+    /// reload): its next request selects again from the new table. Returns how many.
+    pub fn forget_stale(&self, current: &BTreeMap<String, Arc<TaskTable>>) -> usize {
+        let mut keys = self.keys.write();
+        let before = keys.len();
+        keys.retain(|key, k| {
+            current
+                .get(key.task())
+                .is_some_and(|t| Arc::ptr_eq(t, &k.task))
+        });
+        before - keys.len()
+    }
+
+    pub fn snapshot(&self) -> Vec<(ConstraintKey, Keyed)> {
         let keys = self.keys.read();
-        let mut all: Vec<_> = keys
-            .iter()
-            .map(|(k, v)| (k.clone(), Arc::clone(v)))
-            .collect();
+        let mut all: Vec<_> = keys.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
     }
@@ -397,6 +435,39 @@ mod tests {
             0,
             "O2 sees real labels only"
         );
+    }
+
+    #[test]
+    fn a_key_selected_from_another_table_is_a_miss_and_forgotten_once_stale() {
+        let ensembles = Ensembles::default();
+        let (old, new) = (task(4), task(3));
+        let key = ConstraintKey::new("t", &constraint());
+        let kept = ensembles.insert(
+            key.clone(),
+            &old,
+            KeyState::new(&models(), constraint(), vec![3], 0),
+        );
+        assert!(ensembles.get(&key, &old).is_some());
+        assert!(
+            ensembles.get(&key, &new).is_none(),
+            "member 3 of the old table is no model of the new one"
+        );
+        let current = BTreeMap::from([("t".to_owned(), Arc::clone(&new))]);
+        assert_eq!(ensembles.forget_stale(&current), 1);
+        assert!(ensembles.snapshot().is_empty());
+        assert_eq!(
+            kept.lock().members,
+            vec![3],
+            "a request under way keeps its state"
+        );
+        let fresh = KeyState::new(&models()[..3], constraint(), vec![2], 0);
+        let state = ensembles.insert(key.clone(), &new, fresh);
+        // A request that started on the old table replaces it, with its own table.
+        let late = KeyState::new(&models(), constraint(), vec![3], 0);
+        ensembles.insert(key.clone(), &old, late);
+        assert!(ensembles.get(&key, &new).is_none());
+        assert_eq!(ensembles.forget_stale(&current), 1);
+        assert_eq!(state.lock().members, vec![2]);
     }
 
     #[test]

@@ -12,7 +12,7 @@ impl Controller {
     /// model, at that instance's host, and for a model it does not manage (a static
     /// worker: the cluster secret is all it needs); 403 naming the field otherwise.
     pub async fn admits(&self, registration: &Registration) -> Result<(), MasterError> {
-        if !self.models.contains_key(&registration.model) {
+        if !self.models.read().contains_key(&registration.model) {
             return Ok(());
         }
         let forbidden = |field: &str, message: String| MasterError::Forbidden {

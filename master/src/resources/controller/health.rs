@@ -86,7 +86,12 @@ impl Controller {
             state.registered.retain(|id| running.contains(id.as_str()));
             state.replaced.retain(|id| running.contains(id.as_str()));
             let mut unhealthy = Vec::new();
-            for r in records.iter().filter(|r| running.contains(r.id.as_str())) {
+            // A removed model's instances are the zoo reload's to terminate.
+            let managed = self.models.read();
+            for r in records
+                .iter()
+                .filter(|r| running.contains(r.id.as_str()) && managed.contains_key(&r.model))
+            {
                 let since = *state.running_since.entry(r.id.clone()).or_insert(now);
                 let registered = heard.get(&r.id).copied();
                 if registered.is_some() {

@@ -50,7 +50,7 @@ impl Controller {
         types: &[String],
         counts: &[u32],
     ) -> Result<Vec<String>, MasterError> {
-        if !self.models.contains_key(model) {
+        if !self.models.read().contains_key(model) {
             return Err(MasterError::UnknownPool {
                 model: model.to_owned(),
             });

@@ -500,4 +500,15 @@ impl Pool {
     pub fn instances(&self) -> Vec<Arc<Instance>> {
         self.instances.read().clone()
     }
+
+    /// Whether some call holds or waits for one of its slots (a removed model's pool
+    /// drains until it holds none).
+    pub fn busy(&self) -> bool {
+        self.queued.load(Ordering::Relaxed) > 0
+            || self
+                .instances
+                .read()
+                .iter()
+                .any(|i| i.in_flight.load(Ordering::Acquire) > 0)
+    }
 }
