@@ -288,9 +288,17 @@ async fn up(
     bar.finish_with_message("ready");
     print_welcome(&url, grpc, zoo);
 
+    // A closed terminal (SIGHUP) stops everything too: to the master alone SIGHUP means
+    // "re-read the zoo", so without this it would outlive `cocktail up`.
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     tokio::select! {
         _ = shutdown_signal() => {
             eprintln!("stopping: the master drains and terminates its workers");
+            master.terminate();
+            master.wait(Duration::from_secs(60)).await;
+        }
+        _ = hangup.recv() => {
+            eprintln!("hang-up: the master drains and terminates its workers");
             master.terminate();
             master.wait(Duration::from_secs(60)).await;
         }

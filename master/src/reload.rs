@@ -57,9 +57,6 @@ impl Reloader {
 
     fn apply(&self) -> Result<ZooChange, MasterError> {
         let staged = self.master.stage_zoo()?;
-        if let Some(controller) = &self.controller {
-            controller.check_reload(&staged.change)?;
-        }
         let (zoo, change) = self.master.commit_zoo(staged);
         if let Some(controller) = &self.controller {
             controller.adopt(&zoo, &change);

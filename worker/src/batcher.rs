@@ -110,8 +110,8 @@ impl BatcherHandle {
     /// Runs `prepared` on this thread if it is alone and the backend is free and quick
     /// (see the module's note); gives it back otherwise.
     fn try_inline(&self, prepared: Prepared) -> Result<Reply, Prepared> {
-        let quick = self.engine.last_batch_ns.load(Ordering::Relaxed)
-            <= INLINE_LIMIT.as_nanos() as u64;
+        let quick =
+            self.engine.last_batch_ns.load(Ordering::Relaxed) <= INLINE_LIMIT.as_nanos() as u64;
         if !self.inline || !quick || self.queued.load(Ordering::Relaxed) > 0 {
             return Err(prepared);
         }
@@ -265,8 +265,10 @@ impl Engine {
         let result = join(parts, &self.preprocessor).and_then(|batch| backend.infer(&batch));
         let took = started.elapsed();
         metrics::batch(items, took);
-        self.last_batch_ns
-            .store(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.last_batch_ns.store(
+            u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         result
     }
 

@@ -48,11 +48,19 @@ async fn main() -> anyhow::Result<()> {
     let pngs = Arc::new(pngs);
 
     let threads = args.threads.to_string();
-    let (mut child, url) = start(
-        "cocktail-worker",
-        &["--model", &model.name, "--port", "0", "--threads", &threads],
-    )
-    .await?;
+    // Two workers of the model: a lone call runs on the thread that received it (the
+    // default) or is always handed to the batch thread (`--no-inline`), measured side by
+    // side in one run.
+    let mut workers = Vec::new();
+    for (calls, extra) in [
+        ("inline when idle", None),
+        ("always handed off", Some("--no-inline")),
+    ] {
+        let mut worker_args = vec!["--model", &model.name, "--port", "0", "--threads", &threads];
+        worker_args.extend(extra);
+        let (child, url) = start("cocktail-worker", &worker_args).await?;
+        workers.push((calls, child, url));
+    }
 
     let preprocessor = Preprocessor::for_model(&zoo, &model)?;
     let policy = cocktail_common::batching::tune(model.profile.as_ref(), args.threads, None);
@@ -62,13 +70,12 @@ async fn main() -> anyhow::Result<()> {
         model.name, model.params, args.threads, policy.max_items, args.requests
     );
     println!(
-        "| concurrency | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) | worker mean (µs) |"
+        "| concurrency | worker calls | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) | worker mean (µs) |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     // The worker was started with this run's cluster secret: it answers only callers
     // that present it, as the master does.
     let client = cocktail_service::net::client(None, Some(&secrets()?.cluster))?.build()?;
-    let infer_url = format!("{url}/v2/models/{}/infer", model.name);
     for &concurrency in &args.concurrency {
         // In-process: the batches the worker forms at this concurrency (its tuned policy
         // caps them), back to back, so the ratio measures HTTP and preprocessing alone.
@@ -87,30 +94,35 @@ async fn main() -> anyhow::Result<()> {
         let in_process_rps = served as f64 / started.elapsed().as_secs_f64();
         let in_process = Summary::of(&mut in_process);
 
-        let before = worker_time(&client, &url).await?;
-        let (http_rps, mut latencies) =
-            http_run(&client, &infer_url, &pngs, concurrency, args.requests).await?;
-        let after = worker_time(&client, &url).await?;
-        // Mean time a request spends inside the worker (handler start to response), so the
-        // overhead splits into the worker's share and the client's plus the network's.
-        let worker_mean = (after.0 - before.0) / (after.1 - before.1).max(1.0);
-        let http = Summary::of(&mut latencies);
-        let overhead = http.p50.saturating_sub(in_process.p50);
-        println!(
-            "| {concurrency} | {in_process_rps:.0} | {http_rps:.0} | {:.2} | {} | {} | {} | {} | {:.1} |",
-            http_rps / in_process_rps,
-            us(in_process.p50),
-            us(http.p50),
-            us(http.p99),
-            if concurrency == 1 {
-                us(overhead)
-            } else {
-                "-".into()
-            },
-            worker_mean * 1e6
-        );
+        for (calls, _, url) in &workers {
+            let infer_url = format!("{url}/v2/models/{}/infer", model.name);
+            let before = worker_time(&client, url).await?;
+            let (http_rps, mut latencies) =
+                http_run(&client, &infer_url, &pngs, concurrency, args.requests).await?;
+            let after = worker_time(&client, url).await?;
+            // Mean time a request spends inside the worker (handler start to response), so
+            // the overhead splits into the worker's share and the client's plus the network's.
+            let worker_mean = (after.0 - before.0) / (after.1 - before.1).max(1.0);
+            let http = Summary::of(&mut latencies);
+            let overhead = http.p50.saturating_sub(in_process.p50);
+            println!(
+                "| {concurrency} | {calls} | {in_process_rps:.0} | {http_rps:.0} | {:.2} | {} | {} | {} | {} | {:.1} |",
+                http_rps / in_process_rps,
+                us(in_process.p50),
+                us(http.p50),
+                us(http.p99),
+                if concurrency == 1 {
+                    us(overhead)
+                } else {
+                    "-".into()
+                },
+                worker_mean * 1e6
+            );
+        }
     }
-    child.kill().await.ok();
+    for (_, mut child, _) in workers {
+        child.kill().await.ok();
+    }
     Ok(())
 }
 

@@ -104,21 +104,26 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &AddArgs) -> anyhow::R
     if let Err(message) = preprocess.check(&signature.inputs) {
         bail!("`{}`: {message}", args.model.display());
     }
-    // A model already in the zoo's folder under its own name stays where it is.
-    let in_place = same_file(&args.model, &zoo.resolve(&file));
-    let mut targets = vec![&tokenizer_file];
-    if !in_place {
-        targets.push(&file);
+    // A file already in the zoo's folder with the same bytes (the model itself, or one
+    // left by `cocktail zoo remove`) is used where it is; other bytes under its name are
+    // refused.
+    let sha256 = sha256_file(&args.model)?;
+    let mut sources = vec![(args.model.clone(), file.clone())];
+    if let Some(tokenizer) = &args.tokenizer {
+        sources.push((tokenizer.clone(), tokenizer_file.clone()));
     }
-    for target in targets {
-        if zoo.resolve(target).exists() {
+    let mut copies: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for (from, target) in sources {
+        let to = zoo.resolve(&target);
+        if !to.exists() {
+            copies.push((from, to));
+        } else if !same_file(&from, &to) && sha256_file(&from)? != sha256_file(&to)? {
             bail!(
-                "`{}` already exists in the zoo's folder; pass another --name or remove the file",
-                zoo.resolve(target).display()
+                "`{}` already exists in the zoo's folder with other contents; pass another --name or remove the file",
+                to.display()
             );
         }
     }
-    let sha256 = sha256_file(&args.model)?;
     let entry = entry(
         args,
         &name,
@@ -131,13 +136,6 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &AddArgs) -> anyhow::R
     )?;
 
     // Copy the files, then swap the manifest; undo the copies if the manifest fails.
-    let mut copies: Vec<(PathBuf, PathBuf)> = Vec::new();
-    if !in_place {
-        copies.push((args.model.clone(), zoo.resolve(&file)));
-    }
-    if let Some(tokenizer) = &args.tokenizer {
-        copies.push((tokenizer.clone(), zoo.resolve(&tokenizer_file)));
-    }
     let mut copied = Vec::new();
     let result = (|| -> anyhow::Result<()> {
         for (from, to) in &copies {

@@ -11,6 +11,7 @@ mod gain;
 mod labels;
 mod model;
 mod preprocess;
+mod remove;
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +37,9 @@ enum ZooCommand {
     /// Add an ONNX model to a task: inputs, outputs and sha256 read from the file, the
     /// output whose width is the task's class count, preprocessing from a config or flags.
     Add(Box<AddArgs>),
+    /// Take a model out of the manifest (its file stays); a running master drops it when
+    /// it reloads the zoo (SIGHUP or `POST /v1/zoo/reload`).
+    Remove(remove::RemoveArgs),
     /// Validate the manifest and the files it names; prints what to fix.
     Check,
     /// Run every model of a task over a labelled set (ImageFolder, or CSV/TSV with `text`
@@ -60,6 +64,7 @@ pub fn run(zoo: Option<&Path>, ort_lib: Option<&Path>, args: &ZooArgs) -> anyhow
     match &args.command {
         ZooCommand::Init(init) => run_init(init),
         ZooCommand::Add(add) => add::run(&Zoo::locate(zoo)?, ort_lib, add),
+        ZooCommand::Remove(remove) => remove::run(&Zoo::locate(zoo)?, remove),
         ZooCommand::Check => check::run(&Zoo::locate(zoo)?, ort_lib),
         ZooCommand::Evaluate(evaluate) => evaluate::run(&Zoo::locate(zoo)?, ort_lib, evaluate),
     }

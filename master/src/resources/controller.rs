@@ -157,6 +157,12 @@ pub struct Controller {
     health: Mutex<health::HealthState>,
     /// Models a zoo reload added whose pools are launched once an ensemble uses them.
     adopted: Mutex<HashSet<String>>,
+    /// Models kept at their minimum whatever the load: `--models`, then as reloads
+    /// remove models (and add them, when `--models` named every model).
+    pinned: RwLock<HashSet<String>>,
+    /// Whether `--models` named every model of the zoo at start, as `cocktail up` does:
+    /// a reload pins the models it adds too.
+    pins_every_model: bool,
 }
 
 /// The cold standbys: every standby's id, and those resumed to cover an interruption.
@@ -215,6 +221,9 @@ impl Controller {
             }
         }
         master.manage(models.keys().cloned());
+        let pins_every_model = !config.models.is_empty()
+            && zoo.models().iter().all(|m| config.models.contains(&m.name));
+        let pinned = RwLock::new(config.models.iter().cloned().collect());
         let (notices, notices_in) = mpsc::unbounded_channel();
         let started = now_s();
         Ok(Arc::new(Self {
@@ -235,6 +244,8 @@ impl Controller {
             searches: Mutex::new(HashMap::new()),
             health: Mutex::default(),
             adopted: Mutex::default(),
+            pinned,
+            pins_every_model,
         }))
     }
 
@@ -552,7 +563,7 @@ impl Controller {
                         .map(|r| r.get(model).copied().unwrap_or(0.0)),
                     instances,
                     booting: own().any(|r| r.status == InstanceStatus::Provisioning),
-                    in_use: self.config.models.contains(model)
+                    in_use: self.pinned.read().contains(model)
                         || in_use.as_ref().is_none_or(|u| u.contains_key(model)),
                     slo_ms: in_use.as_ref().and_then(|u| u.get(model).copied()),
                     offers: self.offers_for(model),

@@ -9,31 +9,16 @@ use cocktail_policy::autoscale::{Action, Decision};
 use cocktail_policy::control::Control;
 
 use super::{Controller, ModelInfo};
-use crate::MasterError;
 use crate::serving::service::ZooChange;
 
 /// How many times the instances of a removed model are listed before giving up.
 const LISTING_ATTEMPTS: u32 = 10;
 
 impl Controller {
-    /// Refuses a reload that removes a model pinned with `--models`.
-    pub fn check_reload(&self, change: &ZooChange) -> Result<(), MasterError> {
-        match change
-            .removed
-            .iter()
-            .find(|m| self.config.models.contains(m))
-        {
-            Some(pinned) => Err(MasterError::ZooRefused(format!(
-                "`{pinned}` is pinned with `--models`: the controller must keep its pool; restart the master without it to remove it"
-            ))),
-            None => Ok(()),
-        }
-    }
-
-    /// Manages the models `change` added (every one, unless `--models` names the
-    /// managed ones).
+    /// Manages the models `change` added: every one, unless `--models` named a subset of
+    /// the zoo; pinned too when it named every model (`cocktail up`).
     pub fn adopt(&self, zoo: &Zoo, change: &ZooChange) {
-        if !self.config.models.is_empty() {
+        if !self.config.models.is_empty() && !self.pins_every_model {
             return;
         }
         let scale = self.master.config.speed_scale;
@@ -47,6 +32,11 @@ impl Controller {
             for m in &added {
                 models.insert(m.name.clone(), ModelInfo::of(m, scale));
             }
+        }
+        if self.pins_every_model {
+            self.pinned
+                .write()
+                .extend(added.iter().map(|m| m.name.clone()));
         }
         self.adopted
             .lock()
@@ -85,6 +75,10 @@ impl Controller {
     /// call this once its pool has drained. Returns the instances terminated.
     pub async fn retire(&self, model: &str) -> Vec<String> {
         self.adopted.lock().remove(model);
+        // The manifest is the later word: a model pinned with `--models` goes too.
+        if self.pinned.write().remove(model) {
+            tracing::info!(%model, "a model pinned with --models left the zoo: unpinned");
+        }
         if self.models.write().remove(model).is_none() {
             return Vec::new();
         }
