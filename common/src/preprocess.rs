@@ -329,9 +329,9 @@ impl Preprocess {
                             input.name
                         ));
                     };
-                    if batch >= 0 || rest.iter().any(|&d| d < 1) {
+                    if !(batch == -1 || batch >= 1) || rest.iter().any(|&d| d < 1) {
                         return Err(format!(
-                            "input `{}` has shape {:?}: with `kind = \"tensor\"` the first axis must be the dynamic batch axis (-1) and every later axis fixed, since requests are batched together",
+                            "input `{}` has shape {:?}: with `kind = \"tensor\"` the first axis must be the batch axis (-1, or a fixed size the worker fills slice by slice) and every later axis fixed, since requests are batched together",
                             input.name, input.shape
                         ));
                     }

@@ -1,7 +1,6 @@
 //! A zoo reload end to end (`POST /v1/zoo/reload`, SIGHUP): the manifest is re-read and
 //! checked ([`Master::stage_zoo`]; a broken one is refused and the zoo served stays),
-//! the controller checks it may give up the removed models, the new tables are served
-//! ([`Master::commit_zoo`]), the controller manages the new models, and each removed
+//! the new tables are served ([`Master::commit_zoo`]), the controller manages the new models, and each removed
 //! model's pool drains in the background before the controller terminates its
 //! instances. Triton's explicit model control is the model; here the manifest is the
 //! one source of truth, so a reload adds and removes whatever it says.

@@ -293,3 +293,30 @@ preprocess = { kind = "tensor" }"#,
         }
     }
 }
+
+#[test]
+fn a_model_with_a_fixed_batch_axis_answers_any_batch() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixed_batch");
+    let manifest = one_model_zoo(
+        "fixed-batch",
+        &[(&data.join("fixed_batch.onnx"), "fixed_batch.onnx")],
+        r#"inputs = [{ name = "x", dtype = "float32", shape = [1, 4] }]
+preprocess = { kind = "tensor" }"#,
+        3,
+    );
+    let zoo = Zoo::load(&manifest).unwrap();
+    let mut backend = OnnxBackend::load(&zoo, zoo.model("m").unwrap(), 1, None).unwrap();
+    // Three items through a graph that takes one at a time: logits[j] = sum_i x[i] * (i - j).
+    let items: [[f32; 4]; 3] = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 2.0, 0.0], [0.5, 0.0, 0.0, 3.0]];
+    let batch = cocktail_worker::Batch::Tensors {
+        items: 3,
+        inputs: vec![(vec![3, 4], tensor::Typed::F32(items.concat()))],
+    };
+    let logits = backend.logits(&batch).unwrap();
+    for (item, x) in items.iter().enumerate() {
+        for j in 0..3 {
+            let want: f32 = x.iter().enumerate().map(|(i, v)| v * (i as f32 - j as f32)).sum();
+            assert_eq!(logits[[item, j]], want, "item {item}, class {j}");
+        }
+    }
+}

@@ -408,6 +408,28 @@ impl Typed {
         self.len() == 0
     }
 
+    /// The rows `rows` (each `row_len` elements; repeats allowed), in that order.
+    pub fn rows(&self, rows: &[usize], row_len: usize) -> Self {
+        fn pick<T: Clone>(v: &[T], rows: &[usize], row_len: usize) -> Vec<T> {
+            rows.iter()
+                .flat_map(|&r| v[r * row_len..(r + 1) * row_len].iter().cloned())
+                .collect()
+        }
+        match self {
+            Self::F32(v) => Self::F32(pick(v, rows, row_len)),
+            Self::F64(v) => Self::F64(pick(v, rows, row_len)),
+            Self::I8(v) => Self::I8(pick(v, rows, row_len)),
+            Self::I16(v) => Self::I16(pick(v, rows, row_len)),
+            Self::I32(v) => Self::I32(pick(v, rows, row_len)),
+            Self::I64(v) => Self::I64(pick(v, rows, row_len)),
+            Self::U8(v) => Self::U8(pick(v, rows, row_len)),
+            Self::U16(v) => Self::U16(pick(v, rows, row_len)),
+            Self::U32(v) => Self::U32(pick(v, rows, row_len)),
+            Self::U64(v) => Self::U64(pick(v, rows, row_len)),
+            Self::Bool(v) => Self::Bool(pick(v, rows, row_len)),
+        }
+    }
+
     /// Appends `other`'s elements; `false` when the types differ.
     pub fn extend(&mut self, other: &Self) -> bool {
         match (self, other) {

@@ -4,7 +4,7 @@
 mod onnx;
 
 use cocktail_common::oip::tensor::Typed;
-use ndarray::{Array2, Array4, ArrayView1};
+use ndarray::{Array2, Array4, ArrayView1, Axis};
 
 use crate::WorkerError;
 
@@ -44,6 +44,36 @@ impl Batch {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The items `rows` (repeats allowed), in that order: how a batch is cut to fit a
+    /// model whose batch axis is fixed.
+    pub fn rows(&self, rows: &[usize]) -> Self {
+        match self {
+            Self::Images(images) => Self::Images(images.select(Axis(0), rows)),
+            Self::ImagesU8(images) => Self::ImagesU8(images.select(Axis(0), rows)),
+            Self::Tokens {
+                input_ids,
+                attention_mask,
+            } => Self::Tokens {
+                input_ids: input_ids.select(Axis(0), rows),
+                attention_mask: attention_mask.select(Axis(0), rows),
+            },
+            Self::Tensors { inputs, .. } => Self::Tensors {
+                items: rows.len(),
+                inputs: inputs
+                    .iter()
+                    .map(|(shape, values)| {
+                        let row_len = shape.iter().skip(1).product();
+                        let mut shape = shape.clone();
+                        if let Some(first) = shape.first_mut() {
+                            *first = rows.len();
+                        }
+                        (shape, values.rows(rows, row_len))
+                    })
+                    .collect(),
+            },
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use cocktail_common::oip::tensor::Typed;
 use cocktail_common::{ModelEntry, Zoo, zoo::DType};
-use ndarray::{Array2, Ix2};
+use ndarray::{Array2, Axis, Ix2};
 use ort::session::{Session, SessionInputValue, builder::GraphOptimizationLevel};
 use ort::value::TensorRef;
 
@@ -170,8 +170,34 @@ impl Backend for OnnxBackend {
 }
 
 impl OnnxBackend {
-    /// The model's raw output `[batch, classes]` for the batch (before the softmax).
+    /// The model's raw output `[batch, classes]` for the batch (before the softmax). A
+    /// model whose batch axis is fixed at `k` (`torch.onnx.export` without `dynamic_axes`
+    /// gives 1) runs in slices of `k` items, the last one padded by repeating its last
+    /// item, whose extra rows are dropped.
     pub fn logits(&mut self, batch: &Batch) -> Result<Array2<f32>, WorkerError> {
+        let n = batch.len();
+        let fixed = self
+            .model
+            .inputs
+            .first()
+            .and_then(|i| i.shape.first())
+            .and_then(|&k| usize::try_from(k).ok())
+            .filter(|&k| k > 0);
+        let Some(k) = fixed.filter(|&k| k != n && n > 0) else {
+            return self.run(batch);
+        };
+        let mut rows = Vec::with_capacity(n);
+        for start in (0..n).step_by(k) {
+            let slice: Vec<usize> = (start..start + k).map(|i| i.min(n - 1)).collect();
+            let logits = self.run(&batch.rows(&slice))?;
+            rows.extend(logits.rows().into_iter().take(n - start).map(|r| r.to_owned()));
+        }
+        let views: Vec<_> = rows.iter().map(|r| r.view()).collect();
+        ndarray::stack(Axis(0), &views).map_err(|e| WorkerError::Ort(format!("logits: {e}")))
+    }
+
+    /// One run of the graph on exactly the batch given.
+    fn run(&mut self, batch: &Batch) -> Result<Array2<f32>, WorkerError> {
         let n = batch.len();
         let mut zeros = None;
         let inputs = self.bind(batch, &mut zeros)?;
