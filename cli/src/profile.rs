@@ -260,7 +260,7 @@ fn rewrite_manifest(manifest: &Path, profiles: &BTreeMap<String, Profile>) -> an
     Ok(())
 }
 
-fn profile_table(p: &Profile) -> Table {
+pub(crate) fn profile_table(p: &Profile) -> Table {
     let ints = |xs: &[usize]| Array::from_iter(xs.iter().map(|&x| x as i64));
     let mut t = Table::new();
     t.insert("host", value(p.host.as_str()));
