@@ -8,9 +8,10 @@
 #   models/build-zoo.sh DIR             # a complete zoo in DIR (new, or without zoo.toml)
 #   models/build-zoo.sh --profile [DIR] # and re-measures every profile on this machine
 #
-# A model keeps the [models.profile] measured before (models/zoo.toml's, or DIR's own)
-# while its file's sha256 is unchanged; `cocktail profile` measures the others. The
-# manifest is replaced only once the whole build has succeeded.
+# A model keeps the [models.profile] the committed models/zoo.toml has for it while its
+# file's sha256 is unchanged (`cocktail zoo add --profile-from`); `--profile` measures
+# them all again. models/zoo.toml and models/predictions/ are replaced only once the
+# whole build has succeeded (a failed build into DIR leaves DIR incomplete).
 #
 # COCKTAIL_BIN: the cocktail binary to run (default: built with cargo, target/debug).
 source "$(dirname "$0")/../scripts/lib.sh"
@@ -38,10 +39,10 @@ if [ -z "${COCKTAIL_BIN:-}" ]; then
   COCKTAIL_BIN="$ROOT/target/debug/cocktail"
 fi
 
-# place FILE DIR: FILE in DIR, hard-linked when on the same disk, else copied.
+# place FILE DIR: a copy of FILE in DIR (not a hard link: the zoo's files are its own).
 place() {
   mkdir -p "$2"
-  ln -f "$1" "$2/" 2>/dev/null || cp "$1" "$2/"
+  cp --reflink=auto "$1" "$2/"
 }
 
 # cocktail ARGS: the binary on the zoo being built (in $zoo).
