@@ -135,7 +135,7 @@ fn the_projects_zoo_is_rebuilt_by_the_commands() {
     // The recorded answers: the same models, labels and classes on every item. The
     // probabilities may differ by one in their 4th decimal: ONNX Runtime's CPU kernels
     // depend on the processor's instruction set, so logits differ in their last bits
-    // from machine to machine (on the machine that committed them, 27 of 182,000).
+    // from machine to machine (where this test was written, 27 of 182,962 differ).
     for task in ["fashion", "sentiment"] {
         let path = format!("predictions/{task}.tsv.gz");
         let got = Predictions::load(&dir.0.join(&path)).unwrap();

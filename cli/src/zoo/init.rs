@@ -77,11 +77,13 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
     );
 
     // The test set's files: referenced where they are inside the folder, else copied in.
-    let (format, files): (&str, Vec<(&str, &PathBuf)>) = match (&args.test_idx, &args.test_tsv) {
-        (Some(idx), _) => ("idx", vec![("images", &idx[0]), ("labels", &idx[1])]),
-        (None, Some(tsv)) => ("tsv", vec![("path", tsv)]),
-        (None, None) => ("", Vec::new()),
-    };
+    let (format, files): (&str, Vec<(&str, &PathBuf)>) =
+        match (args.test_idx.as_deref(), &args.test_tsv) {
+            (Some([images, labels]), _) => ("idx", vec![("images", images), ("labels", labels)]),
+            (Some(_), _) => bail!("--test-idx takes two files: the images, then the labels"),
+            (None, Some(tsv)) => ("tsv", vec![("path", tsv)]),
+            (None, None) => ("", Vec::new()),
+        };
     let mut copies = Vec::new();
     if !files.is_empty() {
         let mut spec = InlineTable::new();
