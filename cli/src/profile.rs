@@ -1,7 +1,7 @@
 //! `cocktail profile`: re-measures every model's latency per batch size and intra-op
 //! thread count through ONNX Runtime on this machine, derives its packing factor
 //! ([`cocktail_common::zoo::packing_factor`]), and rewrites the `[models.profile]` tables of
-//! the manifest (and only those) plus the table in models/README.md.
+//! the manifest (and only those) plus the table in the README.md next to it, when there is one.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -104,7 +104,11 @@ pub fn run(
     }
     rewrite_manifest(&manifest, &profiles)?;
     let zoo = Zoo::load(&manifest)?;
-    super::table::rewrite_readme(&zoo.root().join("README.md"), &zoo)?;
+    // The project's zoo lists its models in its README; a zoo without one has no table.
+    let readme = zoo.root().join("README.md");
+    if readme.is_file() {
+        super::table::rewrite_readme(&readme, &zoo)?;
+    }
     println!(
         "rewrote the profiles of {} models in {}",
         profiles.len(),
@@ -260,7 +264,7 @@ fn rewrite_manifest(manifest: &Path, profiles: &BTreeMap<String, Profile>) -> an
     Ok(())
 }
 
-fn profile_table(p: &Profile) -> Table {
+pub(crate) fn profile_table(p: &Profile) -> Table {
     let ints = |xs: &[usize]| Array::from_iter(xs.iter().map(|&x| x as i64));
     let mut t = Table::new();
     t.insert("host", value(p.host.as_str()));

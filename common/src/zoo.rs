@@ -1,8 +1,9 @@
 //! The model-zoo manifest, `models/zoo.toml`.
 //!
-//! `models/train/manifest.py` writes everything but the `[models.profile]` tables, which
-//! `cocktail profile` measures on the local machine and rewrites. Paths inside the
-//! manifest are relative to the folder that holds it.
+//! `cocktail zoo init`, `add` and `evaluate` write it (the project's own by
+//! `models/build-zoo.sh`); the `[models.profile]` tables are what `cocktail profile`
+//! measures on the local machine. Paths inside the manifest are relative to the folder
+//! that holds it.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;

@@ -3,8 +3,8 @@
 fashion.py's networks (issue 14, point 4): a majority vote gains only where its members
 err on different items.
 
-Usage (after fashion.py, whose metadata file this extends; then manifest.py and
-`cargo run -p cocktail -- profile --models NAMES`):
+Usage (after fashion.py, whose metadata file and models/fashion/models.tsv this extends;
+then models/build-zoo.sh and `cargo run -p cocktail -- profile --models NAMES`):
     bash models/train/setup.sh
     .deps/train-venv/bin/python models/train/diverse.py             # every model in ZOO
     .deps/train-venv/bin/python models/train/diverse.py --only extra_trees
@@ -415,6 +415,7 @@ def main():
         with open(fashion.META_PATH, "w") as f:
             json.dump(rows, f, indent=2)
             f.write("\n")
+        fashion.export_for_zoo(rows)
     return 0
 
 

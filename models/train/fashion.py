@@ -8,6 +8,10 @@ Usage (from anywhere):
 
 Outputs:
     models/fashion/<name>.onnx            one self-contained ONNX file per model (opset 17)
+    models/fashion/models.tsv             what `cocktail zoo add` takes for each model, and
+    models/fashion/config.json            the class names and preprocessing (timm's format),
+                                          for models/build-zoo.sh (zoo_export.py)
+    models/data/fashion/                  the test set, Debian's t10k IDX files
     models/train/out/fashion_models.json  metadata, smallest model first
 
 ONNX contract (the Rust server depends on it exactly):
@@ -32,6 +36,7 @@ import gzip
 import json
 import os
 import random
+import shutil
 import sys
 import time
 
@@ -44,6 +49,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zoo_export  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 ONNX_DIR = os.path.join(ROOT, "models", "fashion")
@@ -52,6 +60,10 @@ MEAN, STD = 0.2860, 0.3530
 BG = (0.0 - MEAN) / STD  # normalised value of a black (background) pixel
 CLASSES = ["t-shirt/top", "trouser", "pullover", "dress", "coat",
            "sandal", "shirt", "sneaker", "bag", "ankle boot"]
+# The class names in the zoo's manifest.
+LABELS = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+          "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
+TEST_DIR = os.path.join(ROOT, "models", "data", "fashion")
 OPSET = 17
 THREADS = 2
 
@@ -494,6 +506,18 @@ def check_set(meta):
 
 # ----------------------------------------------------------------------------- main
 
+def export_for_zoo(rows):
+    """What models/build-zoo.sh builds the zoo from: the model table, the class names and
+    preprocessing, and the test set (Debian's files, copied as they are)."""
+    zoo_export.write_models(ONNX_DIR, rows)
+    zoo_export.write_image_config(ONNX_DIR, LABELS, [1, 28, 28], [MEAN], [STD],
+                                  interpolation="bilinear", crop_pct=1.0, crop_mode="squash")
+    os.makedirs(TEST_DIR, exist_ok=True)
+    for name in ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]:
+        if not os.path.exists(os.path.join(TEST_DIR, name)):
+            shutil.copyfile(os.path.join(DATA_DIR, name), os.path.join(TEST_DIR, name))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", metavar="NAME", action="append",
@@ -552,6 +576,7 @@ def main():
         f.write("\n")
     print(f"\nwrote {os.path.relpath(META_PATH, ROOT)} ({len(rows)} models); "
           f"total wall time {time.time() - t_all:.0f}s")
+    export_for_zoo(rows)
     if len(rows) == len(ZOO):
         check_set(rows)
     return 0

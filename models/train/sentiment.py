@@ -5,6 +5,8 @@ Outputs (all paths relative to the repository root):
   models/sentiment/<name>.onnx        one self-contained ONNX model per zoo member
   models/sentiment/tokenizer.json     the BERT WordPiece tokenizer (verbatim copy)
   models/data/sentiment/test.tsv      the held-out test split (label, source, text)
+  models/sentiment/models.tsv         what `cocktail zoo add` takes for each model, and
+  models/sentiment/labels.txt         the class names, for models/build-zoo.sh (zoo_export.py)
   models/train/out/sentiment_models.json   metadata and measured accuracy/latency
   models/train/out/minilm_emb_*.npz   cached MiniLM sentence embeddings (git-ignored)
 
@@ -41,6 +43,9 @@ import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
 from tokenizers import Tokenizer
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zoo_export  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEPS = os.path.join(ROOT, ".deps")
 VADER_DIR = os.path.join(DEPS, "vader", "hutto_ICWSM_2014")
@@ -60,6 +65,8 @@ SOURCES = [  # (source name, file), in the fixed file order of the split
     ("nyt", "nytEditorialSnippets_GroundTruth.txt"),
 ]
 MAX_LEN = 128
+# Class ids 0 and 1 by name, as in the zoo's manifest.
+LABELS = ["negative", "positive"]
 OPSET = 17
 SPLIT_SEED = 0
 VAL_SEED = 1
@@ -659,6 +666,8 @@ def main():
         json.dump(entries, f, indent=2)
         f.write("\n")
     log(f"wrote {os.path.relpath(META_PATH, ROOT)}")
+    zoo_export.write_models(MODEL_DIR, entries)
+    zoo_export.write_labels(MODEL_DIR, LABELS)
     print(f"\n{'name':10s} {'params':>10s} {'acc':>7s} {'neg':>7s} {'pos':>7s} {'lat_us':>9s}")
     for e in entries:
         print(f"{e['name']:10s} {e['params']:10d} {e['accuracy']:7.4f} {e['class_accuracy'][0]:7.4f} "

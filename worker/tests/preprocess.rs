@@ -1,5 +1,5 @@
 //! Rust preprocessing makes the same tensors as the training pipelines on the README
-//! samples. `models/train/manifest.py` writes the fixture with the training scripts' own
+//! samples. `models/train/samples.py` writes the fixture with the training scripts' own
 //! code (`fashion.load_split`, `sentiment.tokenize`).
 
 #![allow(

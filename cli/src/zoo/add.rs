@@ -5,16 +5,17 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use clap::Args;
 use cocktail_common::Preprocess;
-use cocktail_common::zoo::{TensorSpec, Zoo, sha256_file};
+use cocktail_common::zoo::{Profile, TensorSpec, Zoo, sha256_file};
 use toml_edit::{Array, ArrayOfTables, InlineTable, Item, Table, Value};
 
 use super::model::{inspect, pick_output};
 use super::preprocess::{ImageFlags, image};
-use super::{check_name, commit, read_doc, temp_path};
+use super::{check_name, copy_in, in_zoo, read_doc};
 
 #[derive(Debug, Args)]
 pub struct AddArgs {
-    /// The ONNX file; it is copied into the zoo's folder.
+    /// The ONNX file; it is copied into the zoo's folder (as NAME.onnx) unless it is
+    /// already inside it, where it stays.
     model: PathBuf,
     /// The task the model classifies for (made by `cocktail zoo init`).
     #[arg(long)]
@@ -28,7 +29,8 @@ pub struct AddArgs {
     /// Image preprocessing from timm's config.json or a Hugging Face preprocessor_config.json.
     #[arg(long, conflicts_with_all = ["tokenizer", "kind"])]
     preprocess_from: Option<PathBuf>,
-    /// A Hugging Face tokenizer.json for a text model (copied into the zoo's folder).
+    /// A Hugging Face tokenizer.json for a text model (copied into the zoo's folder as
+    /// NAME.tokenizer.json unless it is already inside it, where it stays).
     #[arg(long, conflicts_with = "kind")]
     tokenizer: Option<PathBuf>,
     /// The longest token sequence fed to a text model.
@@ -58,6 +60,11 @@ pub struct AddArgs {
     /// Training epochs, shown in listings (0: not given).
     #[arg(long, default_value_t = 0)]
     epochs: u32,
+    /// Keep the `[models.profile]` that `cocktail profile` measured for this model in
+    /// another manifest (e.g. the one being rebuilt): taken from its entry of the same
+    /// name when that entry's sha256 is this file's.
+    #[arg(long, value_name = "MANIFEST")]
+    profile_from: Option<PathBuf>,
 }
 
 pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &AddArgs) -> anyhow::Result<()> {
@@ -98,33 +105,45 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &AddArgs) -> anyhow::R
         &args.task,
         args.output.as_deref(),
     )?;
-    let file = format!("{name}.onnx");
-    let tokenizer_file = format!("{name}.tokenizer.json");
+    // Files already inside the zoo's folder are referenced where they are.
+    let model_in_zoo = in_zoo(zoo.root(), &args.model);
+    let file = model_in_zoo
+        .clone()
+        .unwrap_or_else(|| format!("{name}.onnx"));
+    let tokenizer_in_zoo = args
+        .tokenizer
+        .as_deref()
+        .and_then(|t| in_zoo(zoo.root(), t));
+    let tokenizer_file = tokenizer_in_zoo
+        .clone()
+        .unwrap_or_else(|| format!("{name}.tokenizer.json"));
     let preprocess = preprocess(args, &signature.inputs, &tokenizer_file)?;
     if let Err(message) = preprocess.check(&signature.inputs) {
         bail!("`{}`: {message}", args.model.display());
     }
-    // A file already in the zoo's folder with the same bytes (the model itself, or one
-    // left by `cocktail zoo remove`) is used where it is; other bytes under its name are
-    // refused.
-    let sha256 = sha256_file(&args.model)?;
-    let mut sources = vec![(args.model.clone(), file.clone())];
-    if let Some(tokenizer) = &args.tokenizer {
-        sources.push((tokenizer.clone(), tokenizer_file.clone()));
-    }
     let mut copies: Vec<(PathBuf, PathBuf)> = Vec::new();
-    for (from, target) in sources {
-        let to = zoo.resolve(&target);
+    if model_in_zoo.is_none() {
+        copies.push((args.model.clone(), zoo.resolve(&file)));
+    }
+    if let (Some(tokenizer), None) = (&args.tokenizer, &tokenizer_in_zoo) {
+        copies.push((tokenizer.clone(), zoo.resolve(&tokenizer_file)));
+    }
+    // A file already in the zoo's folder with the same bytes (one that `cocktail zoo
+    // remove` left, say) is used where it is; other bytes under its name are refused.
+    let mut kept = Vec::with_capacity(copies.len());
+    for (from, to) in copies {
         if !to.exists() {
-            copies.push((from, to));
-        } else if !same_file(&from, &to) && sha256_file(&from)? != sha256_file(&to)? {
+            kept.push((from, to));
+        } else if sha256_file(&from)? != sha256_file(&to)? {
             bail!(
                 "`{}` already exists in the zoo's folder with other contents; pass another --name or remove the file",
                 to.display()
             );
         }
     }
-    let entry = entry(
+    let copies = kept;
+    let sha256 = sha256_file(&args.model)?;
+    let mut entry = entry(
         args,
         &name,
         &file,
@@ -134,15 +153,22 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &AddArgs) -> anyhow::R
         &preprocess,
         classes,
     )?;
+    let kept = match &args.profile_from {
+        Some(other) => kept_profile(other, &name, &sha256)?,
+        None => None,
+    };
+    if let Some(profile) = &kept {
+        entry.insert(
+            "profile",
+            Item::Table(crate::profile::profile_table(profile)),
+        );
+    }
 
     // Copy the files, then swap the manifest; undo the copies if the manifest fails.
     let mut copied = Vec::new();
     let result = (|| -> anyhow::Result<()> {
         for (from, to) in &copies {
-            let temp = temp_path(to);
-            std::fs::copy(from, &temp)
-                .with_context(|| format!("copying `{}` to `{}`", from.display(), temp.display()))?;
-            commit(&temp, to)?;
+            copy_in(from, to)?;
             copied.push(to.clone());
         }
         let mut doc = read_doc(manifest)?;
@@ -171,14 +197,26 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &AddArgs) -> anyhow::R
             .join(", "),
         &sha256[..12]
     );
+    match (&args.profile_from, &kept) {
+        (Some(_), Some(profile)) => println!("kept its profile measured on {}", profile.host),
+        (Some(other), None) => println!(
+            "`{}` has no profile of this file for `{name}`; measure it with `cocktail profile --models {name}`",
+            other.display()
+        ),
+        (None, _) => {}
+    }
     Ok(())
 }
 
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
+/// The profile of model `name` in the manifest `other`, when its file there is the same
+/// (same sha256): what `cocktail profile` measured stays valid for the same bytes.
+fn kept_profile(other: &Path, name: &str, sha256: &str) -> anyhow::Result<Option<Profile>> {
+    let zoo = Zoo::load(other).with_context(|| format!("--profile-from `{}`", other.display()))?;
+    Ok(zoo
+        .model(name)
+        .ok()
+        .filter(|m| m.sha256 == sha256)
+        .and_then(|m| m.profile.clone()))
 }
 
 fn preprocess(

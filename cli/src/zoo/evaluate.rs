@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use clap::Args;
 use cocktail_common::{Input, Zoo};
+use cocktail_worker::OnnxBackend;
 use cocktail_worker::preprocess::{Preprocessor, decode_image};
-use cocktail_worker::{Backend as _, OnnxBackend};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -56,7 +56,7 @@ impl Items {
 /// One model's answers: the predicted class and the probability vector per item.
 struct Answers {
     classes: Vec<usize>,
-    probs: Vec<Vec<f32>>,
+    probs: Vec<Vec<f64>>,
 }
 
 pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &EvaluateArgs) -> anyhow::Result<()> {
@@ -136,10 +136,10 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &EvaluateArgs) -> anyh
                     model.name
                 ),
             };
-            let probs = backend.infer(&batch)?;
-            for ((class, _), row) in probs.top().into_iter().zip(probs.0.rows()) {
-                out.classes.push(class);
-                out.probs.push(row.to_vec());
+            for row in backend.logits(&batch)?.rows() {
+                let probs = softmax(&row.to_vec());
+                out.classes.push(argmax(&probs));
+                out.probs.push(probs);
             }
             bar.inc((end - start) as u64);
         }
@@ -362,7 +362,7 @@ fn write_all(
     Ok(accuracy)
 }
 
-/// Top-1 accuracy, recall per class (rounded to 4 places, as the project's manifest),
+/// Top-1 accuracy, recall per class (rounded to 6 places, as the project's manifest),
 /// and how many classes had no item (they take the overall accuracy).
 fn accuracies(labels: &[usize], predicted: &[usize], classes: usize) -> (f64, Vec<f64>, usize) {
     let mut right = vec![0_usize; classes];
@@ -371,8 +371,7 @@ fn accuracies(labels: &[usize], predicted: &[usize], classes: usize) -> (f64, Ve
         total[l] += 1;
         right[l] += usize::from(l == p);
     }
-    let round = |x: f64| (x * 10_000.0).round() / 10_000.0;
-    let overall = round(right.iter().sum::<usize>() as f64 / labels.len().max(1) as f64);
+    let overall = round6(right.iter().sum::<usize>() as f64 / labels.len().max(1) as f64);
     let empty = total.iter().filter(|&&t| t == 0).count();
     let per_class = right
         .iter()
@@ -381,11 +380,16 @@ fn accuracies(labels: &[usize], predicted: &[usize], classes: usize) -> (f64, Ve
             if t == 0 {
                 overall
             } else {
-                round(r as f64 / t as f64)
+                round6(r as f64 / t as f64)
             }
         })
         .collect();
     (overall, per_class, empty)
+}
+
+/// The double nearest to `x` rounded to 6 decimal places (Python's `round(x, 6)`).
+fn round6(x: f64) -> f64 {
+    format!("{x:.6}").parse().unwrap_or(x)
 }
 
 fn gzip(path: &Path, text: &str) -> anyhow::Result<()> {
@@ -396,4 +400,26 @@ fn gzip(path: &Path, text: &str) -> anyhow::Result<()> {
         .write_all(text.as_bytes())
         .and_then(|()| encoder.finish().map(|_| ()))
         .with_context(|| format!("writing `{}`", path.display()))
+}
+
+/// Probabilities from a row of logits, in f64 as the training scripts' numpy computes
+/// them (`exp(x - max) / sum`), so the recorded answers match theirs to the last digit.
+fn softmax(logits: &[f32]) -> Vec<f64> {
+    let max = logits
+        .iter()
+        .fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
+    let exp: Vec<f64> = logits.iter().map(|&x| (f64::from(x) - max).exp()).collect();
+    let sum: f64 = exp.iter().sum();
+    exp.into_iter().map(|e| e / sum).collect()
+}
+
+/// The first class with the highest probability (numpy's argmax).
+fn argmax(probs: &[f64]) -> usize {
+    probs
+        .iter()
+        .enumerate()
+        .fold((0, f64::NEG_INFINITY), |best, (i, &p)| {
+            if p > best.1 { (i, p) } else { best }
+        })
+        .0
 }

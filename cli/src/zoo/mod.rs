@@ -8,17 +8,18 @@ mod add;
 mod check;
 mod evaluate;
 mod gain;
+mod init;
 mod labels;
 mod model;
 mod preprocess;
 mod remove;
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use cocktail_common::Zoo;
-use toml_edit::{Array, DocumentMut, Item, Table};
+use toml_edit::DocumentMut;
 
 pub use add::AddArgs;
 
@@ -33,7 +34,7 @@ pub struct ZooArgs {
 enum ZooCommand {
     /// Make DIR/zoo.toml with one task whose classes come from FILE (one per line, timm's
     /// config.json or TorchServe's index_to_name.json); on an existing manifest, add the task.
-    Init(InitArgs),
+    Init(init::InitArgs),
     /// Add an ONNX model to a task: inputs, outputs and sha256 read from the file, the
     /// output whose width is the task's class count, preprocessing from a config or flags.
     Add(Box<AddArgs>),
@@ -47,84 +48,14 @@ enum ZooCommand {
     Evaluate(evaluate::EvaluateArgs),
 }
 
-#[derive(Debug, Args)]
-pub struct InitArgs {
-    /// The zoo's folder; the manifest is DIR/zoo.toml.
-    dir: PathBuf,
-    /// The task's name.
-    #[arg(long)]
-    task: String,
-    /// The class names: a text file (one per line), timm's config.json (`label_names`,
-    /// with `label_descriptions` when present) or TorchServe's index_to_name.json.
-    #[arg(long)]
-    labels: PathBuf,
-}
-
 pub fn run(zoo: Option<&Path>, ort_lib: Option<&Path>, args: &ZooArgs) -> anyhow::Result<()> {
     match &args.command {
-        ZooCommand::Init(init) => run_init(init),
+        ZooCommand::Init(args) => init::run(args),
         ZooCommand::Add(add) => add::run(&Zoo::locate(zoo)?, ort_lib, add),
         ZooCommand::Remove(remove) => remove::run(&Zoo::locate(zoo)?, remove),
         ZooCommand::Check => check::run(&Zoo::locate(zoo)?, ort_lib),
         ZooCommand::Evaluate(evaluate) => evaluate::run(&Zoo::locate(zoo)?, ort_lib, evaluate),
     }
-}
-
-fn run_init(args: &InitArgs) -> anyhow::Result<()> {
-    let labels = labels::read(&args.labels)?;
-    check_name("task", &args.task)?;
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("creating the folder `{}`", args.dir.display()))?;
-    let manifest = args.dir.join("zoo.toml");
-    let mut doc = if manifest.exists() {
-        let doc = read_doc(&manifest)?;
-        if doc
-            .get("tasks")
-            .and_then(Item::as_table_like)
-            .is_some_and(|t| t.contains_key(&args.task))
-        {
-            bail!(
-                "`{}` already has task `{}`; pick another --task name",
-                manifest.display(),
-                args.task
-            );
-        }
-        doc
-    } else {
-        format!(
-            "# The zoo manifest, made by `cocktail zoo init`; add models with `cocktail --zoo {} zoo add MODEL.onnx --task {}`.\nschema = {}\n",
-            manifest.display(),
-            args.task,
-            cocktail_common::zoo::SCHEMA
-        )
-        .parse()
-        .context("the new manifest's header")?
-    };
-    let tasks = doc
-        .entry("tasks")
-        .or_insert_with(|| {
-            let mut t = Table::new();
-            t.set_implicit(true);
-            Item::Table(t)
-        })
-        .as_table_mut()
-        .with_context(|| format!("`{}`: `tasks` is not a table", manifest.display()))?;
-    let mut task = Table::new();
-    task.insert(
-        "labels",
-        toml_edit::value(Array::from_iter(labels.iter().map(String::as_str))),
-    );
-    tasks.insert(&args.task, Item::Table(task));
-    write_manifest(&manifest, &doc)?;
-    println!(
-        "{}: task `{}` with {} classes ({} ... {})",
-        manifest.display(),
-        args.task,
-        labels.len(),
-        labels.first().map_or("", String::as_str),
-        labels.last().map_or("", String::as_str)
-    );
-    Ok(())
 }
 
 /// Names go into file names and TOML keys: keep them plain.
@@ -159,17 +90,68 @@ fn temp_path(target: &Path) -> PathBuf {
 
 /// Writes the manifest atomically once its new text loads as a zoo.
 fn write_manifest(manifest: &Path, doc: &DocumentMut) -> anyhow::Result<()> {
+    write_checked(manifest, doc, |_| Ok(()))
+}
+
+/// Writes the manifest atomically once its new text loads as a zoo and passes `check`.
+fn write_checked(
+    manifest: &Path,
+    doc: &DocumentMut,
+    check: impl Fn(&Zoo) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let temp = temp_path(manifest);
     std::fs::write(&temp, doc.to_string())
         .with_context(|| format!("writing `{}`", temp.display()))?;
-    if let Err(error) = Zoo::load(&temp) {
+    let loaded = Zoo::load(&temp)
+        .map_err(anyhow::Error::from)
+        .and_then(|zoo| check(&zoo));
+    if let Err(error) = loaded {
         let _ = std::fs::remove_file(&temp);
         bail!(
-            "the new manifest would not load, so `{}` is left as it was: {error}",
+            "the new manifest would not load, so `{}` is left as it was: {error:#}",
             manifest.display()
         );
     }
     commit(&temp, manifest)
+}
+
+/// Where `path` is inside the zoo's folder `root` (`fashion/linear.onnx`), when it is a
+/// file there: such a file is referenced where it is instead of copied in.
+fn in_zoo(root: &Path, path: &Path) -> Option<String> {
+    let root = if root.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        root
+    };
+    let root = std::fs::canonicalize(root).ok()?;
+    let path = std::fs::canonicalize(path).ok()?;
+    if !path.is_file() {
+        return None;
+    }
+    let parts = path
+        .strip_prefix(&root)
+        .ok()?
+        .components()
+        .map(|c| match c {
+            Component::Normal(part) => part.to_str(),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// Copies `from` to `to` through a temporary file next to `to`.
+fn copy_in(from: &Path, to: &Path) -> anyhow::Result<()> {
+    let temp = temp_path(to);
+    if let Err(error) = std::fs::copy(from, &temp) {
+        let _ = std::fs::remove_file(&temp);
+        bail!(
+            "copying `{}` to `{}`: {error}",
+            from.display(),
+            temp.display()
+        );
+    }
+    commit(&temp, to)
 }
 
 /// Renames `temp` over `target`, removing `temp` if that fails.
