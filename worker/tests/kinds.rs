@@ -307,7 +307,11 @@ preprocess = { kind = "tensor" }"#,
     let zoo = Zoo::load(&manifest).unwrap();
     let mut backend = OnnxBackend::load(&zoo, zoo.model("m").unwrap(), 1, None).unwrap();
     // Three items through a graph that takes one at a time: logits[j] = sum_i x[i] * (i - j).
-    let items: [[f32; 4]; 3] = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 2.0, 0.0], [0.5, 0.0, 0.0, 3.0]];
+    let items: [[f32; 4]; 3] = [
+        [1.0, 0.0, 0.0, 0.0],
+        [0.0, 1.0, 2.0, 0.0],
+        [0.5, 0.0, 0.0, 3.0],
+    ];
     let batch = cocktail_worker::Batch::Tensors {
         items: 3,
         inputs: vec![(vec![3, 4], tensor::Typed::F32(items.concat()))],
@@ -315,7 +319,11 @@ preprocess = { kind = "tensor" }"#,
     let logits = backend.logits(&batch).unwrap();
     for (item, x) in items.iter().enumerate() {
         for j in 0..3 {
-            let want: f32 = x.iter().enumerate().map(|(i, v)| v * (i as f32 - j as f32)).sum();
+            let want: f32 = x
+                .iter()
+                .enumerate()
+                .map(|(i, v)| v * (i as f32 - j as f32))
+                .sum();
             assert_eq!(logits[[item, j]], want, "item {item}, class {j}");
         }
     }

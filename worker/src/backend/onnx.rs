@@ -190,7 +190,13 @@ impl OnnxBackend {
         for start in (0..n).step_by(k) {
             let slice: Vec<usize> = (start..start + k).map(|i| i.min(n - 1)).collect();
             let logits = self.run(&batch.rows(&slice))?;
-            rows.extend(logits.rows().into_iter().take(n - start).map(|r| r.to_owned()));
+            rows.extend(
+                logits
+                    .rows()
+                    .into_iter()
+                    .take(n - start)
+                    .map(|r| r.to_owned()),
+            );
         }
         let views: Vec<_> = rows.iter().map(|r| r.view()).collect();
         ndarray::stack(Axis(0), &views).map_err(|e| WorkerError::Ort(format!("logits: {e}")))
