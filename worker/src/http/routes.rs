@@ -16,7 +16,7 @@ use cocktail_service::surface::{endpoint, not_found, oip_body};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
 
-use crate::batcher::BatcherHandle;
+use crate::batcher::{BatcherHandle, Call};
 use crate::preprocess::Preprocessor;
 use crate::request::{parse_body, respond};
 use crate::{WorkerError, metrics};
@@ -212,7 +212,8 @@ pub async fn infer(
     payload: web::Payload,
 ) -> Result<HttpResponse, WorkerError> {
     let started = Instant::now();
-    let result = infer_inner(&state, &model, &request, payload).await;
+    let call = state.batcher.enter();
+    let result = infer_inner(&state, &model, &request, payload, &call).await;
     metrics::request(
         result.as_ref().map_or_else(WorkerError::kind, |_| "ok"),
         started.elapsed(),
@@ -225,6 +226,7 @@ async fn infer_inner(
     model: &str,
     request: &HttpRequest,
     payload: web::Payload,
+    call: &Call,
 ) -> Result<HttpResponse, WorkerError> {
     state.serving(model)?;
     let body = match payload.to_bytes_limited(MAX_BODY_BYTES).await {
@@ -276,7 +278,7 @@ async fn infer_inner(
             capacity: state.capacity,
         })?;
     metrics::in_flight(state.capacity - state.slots.available_permits());
-    let probabilities = state.batcher.infer(prepared).await;
+    let probabilities = state.batcher.infer(prepared, call).await;
     drop(permit);
     let response = respond(&state.model.name, &state.labels, &oip, &probabilities?)?;
     let (body, header) = binary::encode_response(response)?;
