@@ -82,6 +82,20 @@ pub fn flag<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
         .map(|w| w[1].as_str())
 }
 
+/// The pids of the `cocktail-worker` processes serving `model` for the master at
+/// `master_url` (by their command lines, so only that master's workers match).
+pub fn worker_pids(master_url: &str, model: &str) -> Vec<i32> {
+    command_lines()
+        .into_iter()
+        .filter(|(_, args)| {
+            args.first().is_some_and(|a| a.ends_with("cocktail-worker"))
+                && flag(args, "--model") == Some(model)
+                && flag(args, "--master") == Some(master_url)
+        })
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
 /// A grey test image as base64 PNG, as a client sends it.
 pub fn png_base64(image: &cocktail_common::testset::GreyImage) -> anyhow::Result<String> {
     let buffer = image::GrayImage::from_raw(image.width, image.height, image.pixels.clone())

@@ -291,14 +291,15 @@ async fn up(
     // A closed terminal (SIGHUP) stops everything too: to the master alone SIGHUP means
     // "re-read the zoo", so without this it would outlive `cocktail up`.
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
-    tokio::select! {
-        _ = shutdown_signal() => {
-            eprintln!("stopping: the master drains and terminates its workers");
-            master.terminate();
-            master.wait(Duration::from_secs(60)).await;
+    let stop = async {
+        tokio::select! {
+            _ = shutdown_signal() => "stopping",
+            _ = hangup.recv() => "hang-up",
         }
-        _ = hangup.recv() => {
-            eprintln!("hang-up: the master drains and terminates its workers");
+    };
+    tokio::select! {
+        why = stop => {
+            eprintln!("{why}: the master drains and terminates its workers");
             master.terminate();
             master.wait(Duration::from_secs(60)).await;
         }

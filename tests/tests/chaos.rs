@@ -15,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use cocktail_benches::loadgen::{self, LoadReport, LoadgenConfig};
-use cocktail_benches::process::{command_lines, flag};
+use cocktail_benches::process::worker_pids;
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_tests::cluster::{
@@ -88,20 +88,6 @@ async fn load(url: &str, seconds: usize) -> LoadReport {
         ..LoadgenConfig::steady(url, "fashion", RATE, seconds, Mix::Strict, SEED)
     };
     loadgen::run_zoo(&zoo, &config).await.unwrap()
-}
-
-/// The pids of the `cocktail-worker` processes serving `model` for the master at
-/// `master_url` (by their command lines, so only this test's workers match).
-fn worker_pids(master_url: &str, model: &str) -> Vec<i32> {
-    command_lines()
-        .into_iter()
-        .filter(|(_, args)| {
-            args.first().is_some_and(|a| a.ends_with("cocktail-worker"))
-                && flag(args, "--model") == Some(model)
-                && flag(args, "--master") == Some(master_url)
-        })
-        .map(|(pid, _)| pid)
-        .collect()
 }
 
 fn failed(report: &LoadReport) -> u64 {

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cocktail_benches::loadgen::{self, LoadReport, LoadgenConfig};
-use cocktail_benches::process::{command_lines, flag};
+use cocktail_benches::process::worker_pids;
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_tests::cluster::{
@@ -212,18 +212,6 @@ async fn ensemble_models(url: &str) -> Vec<String> {
     models.sort();
     models.dedup();
     models
-}
-
-fn worker_pids(master_url: &str, model: &str) -> Vec<i32> {
-    command_lines()
-        .into_iter()
-        .filter(|(_, args)| {
-            args.first().is_some_and(|a| a.ends_with("cocktail-worker"))
-                && flag(args, "--model") == Some(model)
-                && flag(args, "--master") == Some(master_url)
-        })
-        .map(|(pid, _)| pid)
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -267,27 +267,10 @@ fn add_fashion_model_from_flags_gives_the_projects_block() {
         text.to_str().unwrap(),
     ]);
     let lenet = workspace().join("models/fashion/lenet.onnx");
-    zoo.ok(&[
-        "zoo",
-        "add",
-        lenet.to_str().unwrap(),
-        "--task",
-        "fashion",
-        "--colour",
-        "grey",
-        "--interpolation",
-        "bilinear",
-        "--crop-pct",
-        "1",
-        "--crop-mode",
-        "squash",
-        "--mean",
-        "0.286",
-        "--std",
-        "0.353",
-        "--accuracy",
-        "0.8469",
-    ]);
+    let mut args = vec!["zoo", "add", lenet.to_str().unwrap(), "--task", "fashion"];
+    args.extend(FASHION_IMAGE_FLAGS);
+    args.extend(["--accuracy", "0.8469"]);
+    zoo.ok(&args);
     assert_same_block(
         &zoo.entry("lenet"),
         &entry(&workspace().join("models/zoo.toml"), "lenet"),
@@ -441,28 +424,12 @@ fn remove_takes_a_model_out_and_add_takes_it_back() {
         "--labels",
         text.to_str().unwrap(),
     ]);
-    let flags = [
-        "--task",
-        "fashion",
-        "--colour",
-        "grey",
-        "--interpolation",
-        "bilinear",
-        "--crop-pct",
-        "1",
-        "--crop-mode",
-        "squash",
-        "--mean",
-        "0.286",
-        "--std",
-        "0.353",
-        "--accuracy",
-        "0.8",
-    ];
+    let mut flags = vec!["--task", "fashion", "--accuracy", "0.8"];
+    flags.extend(FASHION_IMAGE_FLAGS);
     for name in ["lenet", "linear"] {
         let model = workspace().join(format!("models/fashion/{name}.onnx"));
         let mut args = vec!["zoo", "add", model.to_str().unwrap()];
-        args.extend(flags);
+        args.extend(&flags);
         zoo.ok(&args);
     }
     // An unknown name is refused, naming the models there are.
@@ -486,7 +453,7 @@ fn remove_takes_a_model_out_and_add_takes_it_back() {
     // The file it left holds the same bytes: added again, it is used where it is.
     let lenet = workspace().join("models/fashion/lenet.onnx");
     let mut args = vec!["zoo", "add", lenet.to_str().unwrap()];
-    args.extend(flags);
+    args.extend(&flags);
     zoo.ok(&args);
     assert_same_block(
         &zoo.entry("lenet"),
@@ -496,7 +463,7 @@ fn remove_takes_a_model_out_and_add_takes_it_back() {
     zoo.ok(&["zoo", "remove", "lenet"]);
     std::fs::write(zoo.dir.join("lenet.onnx"), b"not the model").unwrap();
     let mut args = vec!["zoo", "add", lenet.to_str().unwrap()];
-    args.extend(flags);
+    args.extend(&flags);
     zoo.refuses(
         &args,
         &[

@@ -10,6 +10,7 @@
 )]
 
 mod add;
+mod build;
 mod check;
 mod evaluate;
 
@@ -168,6 +169,22 @@ fn assert_same_block(got: &toml::Table, want: &toml::Table) {
     let pre = |t: &toml::Table| -> Preprocess { t["preprocess"].clone().try_into().unwrap() };
     assert_eq!(pre(got), pre(want));
 }
+
+/// How the project's fashion models are fed, as `cocktail zoo add` flags.
+const FASHION_IMAGE_FLAGS: [&str; 12] = [
+    "--colour",
+    "grey",
+    "--interpolation",
+    "bilinear",
+    "--crop-pct",
+    "1",
+    "--crop-mode",
+    "squash",
+    "--mean",
+    "0.286",
+    "--std",
+    "0.353",
+];
 
 const FASHION: &str =
     "T-shirt/top\nTrouser\nPullover\nDress\nCoat\nSandal\nShirt\nSneaker\nBag\nAnkle boot\n";

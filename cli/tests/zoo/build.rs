@@ -4,36 +4,9 @@
 //! committed, profiles included (kept by `add --profile-from` for unchanged files), and
 //! the recorded answers as recorded.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "an integration test fails by panicking, with the value that was wrong"
-)]
-
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
 use cocktail_common::Predictions;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The ONNX Runtime library: ORT_DYLIB_PATH, else the setup script's `.deps/`.
-fn ort_lib() -> PathBuf {
-    let path = std::env::var_os("ORT_DYLIB_PATH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            workspace().join(".deps/onnxruntime/onnxruntime/capi/libonnxruntime.so.1.31.1")
-        });
-    assert!(
-        path.is_file(),
-        "ONNX Runtime not at {}: run scripts/setup.sh or set ORT_DYLIB_PATH",
-        path.display()
-    );
-    path
-}
+use super::*;
 
 /// A fresh temporary folder, removed when dropped.
 struct TempDir(PathBuf);
