@@ -62,7 +62,7 @@ fuzz_target!(|data: &[u8]| {
             );
             oip.outputs = None;
             let (body, header) = binary::encode_request(oip).expect("OIP encodes");
-            let again = parse_infer(table, body, header, MemberWire::Binary)
+            let again = parse_infer(&table, body, header, MemberWire::Binary)
                 .unwrap_or_else(|e| panic!("/v1/classify made a body /v2 refuses: {e}"));
             assert_eq!(again.items, 1);
             assert_eq!(again.constraint.latency_ms, c.latency_ms);
