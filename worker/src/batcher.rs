@@ -5,9 +5,9 @@
 //! The handle is a channel sender (the TGI queue pattern); the thread is plain blocking
 //! code because ONNX Runtime calls block anyway.
 //!
-//! A lone call skips the queue: when no other call is under way and the backend is free,
-//! and the model's batches typically take at most [`INLINE_LIMIT`], the call runs on the
-//! thread that received it. Handing it to the batch thread and its answer back costs two thread
+//! A lone call skips the queue: when no other call is under way, the backend is free and
+//! the model's last batch took at most [`INLINE_LIMIT`], the call runs on the thread that
+//! received it. Handing it to the batch thread and its answer back costs two thread
 //! wake-ups, each tens of microseconds on a virtual machine, as much as a small model's
 //! inference; batching only pays once calls queue. A slower model keeps the hand-off, so
 //! that an HTTP thread is never blocked for long.
@@ -36,7 +36,7 @@ struct Job {
     reply: oneshot::Sender<Reply>,
 }
 
-/// The longest typical batch a lone call runs inline for (see the module's note).
+/// The longest last batch after which a lone call runs inline (see the module's note).
 pub const INLINE_LIMIT: Duration = Duration::from_millis(1);
 
 /// The backend and what running a batch needs, shared by the batch thread and the
