@@ -252,6 +252,12 @@ impl Master {
             &constraint,
             task.recorded.as_ref(),
         );
+        if members.is_empty() {
+            // Nothing can serve the constraint now (no worker yet, say): not remembered, so
+            // the next request selects again instead of finding an empty ensemble.
+            let state = KeyState::new(&served, constraint, members, 0);
+            return (Arc::new(Mutex::new(state)), false);
+        }
         tracing::info!(%key, members = ?names(task, &members), "O1 selected an ensemble");
         let state = self.ensembles.insert(
             key.clone(),

@@ -309,4 +309,15 @@ async fn bad_inputs_get_a_4xx_naming_the_field() {
         std::str::from_utf8(label).unwrap(),
         outputs(&json_answer, "label")[0].as_str().unwrap()
     );
+    // A constraint nothing could serve ("no model fast enough") leaves no ensemble behind:
+    // only the constraints that were served are listed.
+    let ensembles = cluster.get("/v1/ensembles").await;
+    let listed = ensembles["ensembles"].as_array().unwrap();
+    assert!(!listed.is_empty(), "{ensembles}");
+    for entry in listed {
+        assert!(
+            !entry["members"].as_array().unwrap().is_empty(),
+            "an empty ensemble is listed: {ensembles}"
+        );
+    }
 }
