@@ -206,6 +206,25 @@ impl Moto {
     }
 }
 
+/// The flags of a master that manages its pools on the local provider, as `cocktail up`
+/// starts it (any port, no provisioning delay, one thread per worker), then `extra`.
+pub fn managed_master_args(extra: &[&str]) -> Vec<String> {
+    [
+        "--port",
+        "0",
+        "--provider",
+        "local",
+        "--provisioning-delay-ms",
+        "0",
+        "--max-threads",
+        "1",
+    ]
+    .iter()
+    .chain(extra)
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
 /// A free TCP port on localhost (bound and released; fine for tests).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

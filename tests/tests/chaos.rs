@@ -19,8 +19,8 @@ use cocktail_benches::process::worker_pids;
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_tests::cluster::{
-    Mongo, Process, Redis, Signal, decisions, eventually, free_port, serving_workers, signal,
-    wait_for_models,
+    Mongo, Process, Redis, Signal, decisions, eventually, free_port, managed_master_args,
+    serving_workers, signal, wait_for_models,
 };
 use cocktail_tests::zoo_manifest;
 use serde_json::Value;
@@ -53,21 +53,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 /// A master that manages its pools on the local provider, as `cocktail up` starts it.
 async fn managed_master(extra: &[&str]) -> Process {
-    let mut args: Vec<String> = [
-        "--port",
-        "0",
-        "--provider",
-        "local",
-        "--provisioning-delay-ms",
-        "0",
-        "--max-threads",
-        "1",
-        "--models",
-        &MODELS.join(","),
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    let mut args = managed_master_args(&["--models", &MODELS.join(",")]);
     args.extend(extra.iter().map(|s| (*s).to_owned()));
     let master = Process::start("cocktail-master", &args).await;
     wait_for_models(

@@ -24,7 +24,9 @@ use base64::Engine as _;
 use cocktail_benches::loadgen::{self, LoadgenConfig};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
-use cocktail_tests::cluster::{ADMIN_TOKEN, Cluster, Process, RELAXED, wait_for_models};
+use cocktail_tests::cluster::{
+    ADMIN_TOKEN, Cluster, Process, RELAXED, managed_master_args, wait_for_models,
+};
 use cocktail_tests::{workspace_root, zoo_manifest};
 use reqwest::StatusCode;
 use reqwest::header::{LOCATION, SET_COOKIE};
@@ -427,15 +429,7 @@ async fn every_view_draws_live_data_in_a_headless_chromium() {
         return;
     };
     // A master that manages its pools, as `cocktail up` starts it.
-    let args: Vec<String> = [
-        "--port",
-        "0",
-        "--provider",
-        "local",
-        "--provisioning-delay-ms",
-        "0",
-        "--max-threads",
-        "1",
+    let args = managed_master_args(&[
         "--models",
         &MODELS.join(","),
         "--controller-interval-s",
@@ -443,10 +437,7 @@ async fn every_view_draws_live_data_in_a_headless_chromium() {
         // Debug builds of five workers on two cores: room for the machine's own hiccups.
         "--deadline-grace-ms",
         "200",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    ]);
     let master = Process::start("cocktail-master", &args).await;
     wait_for_models(
         &reqwest::Client::new(),

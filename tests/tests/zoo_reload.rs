@@ -21,7 +21,7 @@ use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_tests::cluster::{
     Cluster, Process, RELAXED, Signal, admin_client, admin_get, decisions, eventually,
-    image_request, png_base64, serving_workers, signal, wait_for_models,
+    image_request, managed_master_args, png_base64, serving_workers, signal, wait_for_models,
 };
 use cocktail_tests::zoo_manifest;
 use serde_json::{Value, json};
@@ -220,21 +220,7 @@ async fn a_model_added_and_one_removed_under_load_fail_no_request() {
     let zoo = TempZoo::new("managed");
     zoo.write(FIRST, "");
     let manifest = zoo.manifest().display().to_string();
-    let args: Vec<String> = [
-        "--port",
-        "0",
-        "--provider",
-        "local",
-        "--provisioning-delay-ms",
-        "0",
-        "--max-threads",
-        "1",
-        "--zoo",
-        &manifest,
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    let args = managed_master_args(&["--zoo", &manifest]);
     let master = Process::start("cocktail-master", &args).await;
     let url = master.url.clone();
     wait_for_models(

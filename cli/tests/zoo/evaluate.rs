@@ -223,27 +223,10 @@ fn evaluate_on_the_committed_idx_test_set_records_the_projects_answers() {
     std::fs::write(zoo.manifest(), text).unwrap();
     for name in ["linear", "lenet"] {
         let model = workspace().join(format!("models/fashion/{name}.onnx"));
-        zoo.ok(&[
-            "zoo",
-            "add",
-            model.to_str().unwrap(),
-            "--task",
-            "fashion",
-            "--colour",
-            "grey",
-            "--interpolation",
-            "bilinear",
-            "--crop-pct",
-            "1",
-            "--crop-mode",
-            "squash",
-            "--mean",
-            "0.286",
-            "--std",
-            "0.353",
-            "--accuracy",
-            "0.5",
-        ]);
+        let mut args = vec!["zoo", "add", model.to_str().unwrap(), "--task", "fashion"];
+        args.extend(FASHION_IMAGE_FLAGS);
+        args.extend(["--accuracy", "0.5"]);
+        zoo.ok(&args);
     }
     // --data with a committed test set would orphan it: refused.
     zoo.refuses(
