@@ -35,7 +35,7 @@ pub fn secrets() -> anyhow::Result<&'static RunSecrets> {
 
 /// A client for the masters this run started (admin endpoints included).
 pub fn admin_client() -> anyhow::Result<reqwest::Client> {
-    Ok(net::client(None, Some(&secrets()?.admin))?.build()?)
+    Ok(net::client(&[], Some(&secrets()?.admin))?.build()?)
 }
 
 /// The flags of a benchmark's master: a free port, and member

@@ -102,60 +102,21 @@ impl Secret {
 
     /// Reads a secret file, refusing one that its group or others may read.
     pub fn read(path: &Path) -> Result<Self, SecretError> {
-        use std::os::unix::fs::PermissionsExt as _;
-        let io = |source| SecretError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let mode = std::fs::metadata(path).map_err(io)?.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(SecretError::Exposed {
-                path: path.to_owned(),
-                mode,
-            });
-        }
-        Self::new(
-            &std::fs::read_to_string(path).map_err(io)?,
-            &path.display().to_string(),
-        )
+        Self::new(&read_private(path)?, &path.display().to_string())
     }
 
     /// The secret in `dir/name`, made (mode 0600, the folder 0700) if it is not there.
     /// Two processes making it at once agree on the first one written.
     pub fn read_or_create(dir: &Path, name: &str) -> Result<Self, SecretError> {
-        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
         let path = dir.join(name);
-        let io = |source| SecretError::Io {
-            path: path.clone(),
-            source,
-        };
         if path.exists() {
             return Self::read(&path);
         }
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io)?;
         let secret = Self::generate()?;
-        // Written whole to a private temporary file, then linked into place: a reader
-        // never sees half a secret, and a concurrent maker's file wins if it was first.
-        let staging = dir.join(format!(".{name}.{}", std::process::id()));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&staging)
-            .map_err(io)?;
-        file.write_all(secret.value.as_bytes()).map_err(io)?;
-        file.sync_all().map_err(io)?;
-        drop(file);
-        let linked = std::fs::hard_link(&staging, &path);
-        let _ = std::fs::remove_file(&staging);
-        match linked {
-            Ok(()) => Ok(secret),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Self::read(&path),
-            Err(e) => Err(io(e)),
+        if write_private(dir, name, secret.value.as_bytes())? {
+            Ok(secret)
+        } else {
+            Self::read(&path)
         }
     }
 
@@ -238,6 +199,59 @@ pub fn admin_token_for_tools() -> Option<Secret> {
     )
     .ok()
     .flatten()
+}
+
+/// Reads a private file (a secret, a key), refusing one that its group or others may
+/// read.
+pub fn read_private(path: &Path) -> Result<String, SecretError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let io = |source| SecretError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mode = std::fs::metadata(path).map_err(io)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(SecretError::Exposed {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    std::fs::read_to_string(path).map_err(io)
+}
+
+/// Writes `dir/name` (mode 0600, the folder made 0700) unless it exists; whether this call
+/// wrote it (`false`: a concurrent maker's file was there first, and stays).
+pub fn write_private(dir: &Path, name: &str, contents: &[u8]) -> Result<bool, SecretError> {
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    let path = dir.join(name);
+    let io = |source| SecretError::Io {
+        path: path.clone(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io)?;
+    // Written whole to a private temporary file, then linked into place: a reader never
+    // sees half a file, and a concurrent maker's file wins if it was first.
+    let staging = dir.join(format!(".{name}.{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&staging)
+        .map_err(io)?;
+    file.write_all(contents).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    drop(file);
+    let linked = std::fs::hard_link(&staging, &path);
+    let _ = std::fs::remove_file(&staging);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(io(e)),
+    }
 }
 
 #[cfg(test)]

@@ -62,8 +62,9 @@ pub struct MasterConfig {
     pub speed_scale: f64,
     /// Presented on every call to a worker (workers started with it refuse others).
     pub cluster_secret: Option<Secret>,
-    /// The CA that signs https workers' certificates.
-    pub tls_ca: Option<PathBuf>,
+    /// The CAs trusted for https workers' certificates: the cluster's own (which signs
+    /// provider-launched workers') and `--tls-ca`.
+    pub tls_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
     /// The earliest a slow member is hedged with a substitute.
     pub hedge_min: Duration,
     /// How inputs and answers travel between the master and its members.
@@ -89,7 +90,7 @@ impl Default for MasterConfig {
             http_workers: 2,
             speed_scale: 1.0,
             cluster_secret: None,
-            tls_ca: None,
+            tls_roots: Vec::new(),
             hedge_min: crate::serving::failover::HEDGE_MIN,
             member_wire: crate::serving::request::MemberWire::default(),
         }

@@ -12,9 +12,10 @@ use cocktail_common::auth::{
     self, ADMIN_TOKEN_ENV, ADMIN_TOKEN_FILE, CLUSTER_SECRET_FILE, DEFAULT_SECRETS_DIR, Secret,
 };
 use cocktail_common::redact::UrlWithCredentials;
+use cocktail_master::access::ca::{CA_FILE, ClusterCa};
 use cocktail_master::access::{Access, ApiKeys, Networks};
 use cocktail_master::resources::controller::{Optimiser, Policy};
-use cocktail_master::server::Grpc;
+use cocktail_master::server::{ClusterListener, Grpc};
 use cocktail_master::serving::request::MemberWire;
 use cocktail_master::serving::usage::RECENT_OUTCOMES;
 use cocktail_master::{Interval, MasterConfig};
@@ -42,6 +43,13 @@ struct Args {
     /// second stdout line says which).
     #[arg(long, env = "COCKTAIL_GRPC_PORT")]
     grpc_port: Option<u16>,
+    /// Port of the cluster listener, HTTPS with a certificate from the master's own CA,
+    /// where the workers a provider launches reach the master (default: a free port; the
+    /// third stdout line says which). Give a fixed one where a firewall must let the
+    /// workers through, or where they outlive a restart of the master (EC2). Not opened
+    /// without `--provider` or with `--no-cluster-tls`.
+    #[arg(long, env = "COCKTAIL_CLUSTER_PORT", default_value_t = 0)]
+    cluster_port: u16,
     /// The zoo manifest (default: models/zoo.toml in this folder or a parent).
     #[arg(long, env = "COCKTAIL_ZOO")]
     zoo: Option<PathBuf>,
@@ -129,6 +137,12 @@ struct SecurityArgs {
     /// `--provider local`, else loopback and the private ranges).
     #[arg(long, env = "COCKTAIL_WORKER_NETWORKS", value_delimiter = ',')]
     worker_networks: Vec<String>,
+    /// Workers a provider launches serve plain HTTP, and reach the master on its main
+    /// port: the cluster secret, inputs and answers then cross the cluster's network in
+    /// clear text. For benchmarks that measure the hop without TLS; by default the master
+    /// is the cluster's CA and every call between it and its launched workers is HTTPS.
+    #[arg(long, env = "COCKTAIL_NO_CLUSTER_TLS")]
+    no_cluster_tls: bool,
 }
 
 /// The resource controller (off unless `--provider` is given).
@@ -425,7 +439,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         shadow_every: args.shadow_every,
         speed_scale,
         cluster_secret: Some(cluster_secret),
-        tls_ca: net.ca.clone(),
+        tls_roots: net.roots.clone(),
         hedge_min: Duration::from_millis(args.hedge_min_ms),
         member_wire: args.member_wire,
         ..MasterConfig::default()
@@ -447,6 +461,20 @@ fn run(args: Args) -> anyhow::Result<()> {
         listener: grpc_listener,
         identity: grpc_identity(&args.net)?,
     };
+    let cluster = match &access.ca {
+        Some(ca) => {
+            let listener = TcpListener::bind((args.host.as_str(), args.cluster_port))?;
+            println!(
+                "cocktail-master cluster listening on https://{}",
+                listener.local_addr()?
+            );
+            Some(ClusterListener {
+                listener,
+                ca: std::sync::Arc::clone(ca),
+            })
+        }
+        None => None,
+    };
     if !address.ip().is_loopback() && net.tls.is_none() {
         tracing::warn!(%address, "listening beyond loopback without TLS: secrets and inputs cross the network in clear text (see --tls-cert)");
     }
@@ -458,6 +486,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         access,
         net,
         Some(grpc),
+        cluster,
     ))?;
     Ok(())
 }
@@ -525,11 +554,24 @@ fn access(
         (true, Some(ProviderKind::Local)) => Networks::loopback(),
         (true, _) => Networks::private(),
     };
+    // The master is the CA of the workers a provider launches, unless told otherwise.
+    let ca = match provider {
+        Some(_) if !args.no_cluster_tls => {
+            let ca = ClusterCa::read_or_create(dir)?;
+            net.roots.extend(cocktail_service::net::parse_certificates(
+                ca.cert_pem().as_bytes(),
+                CA_FILE,
+            )?);
+            Some(std::sync::Arc::new(ca))
+        }
+        _ => None,
+    };
     let access = Access {
         cluster: Some(cluster.clone()),
         admin: Some(admin),
         keys,
         networks,
+        ca,
     };
     Ok((access, cluster))
 }

@@ -135,6 +135,8 @@ pub fn resources(
             emulate_types: args.emulate_types,
             emulate_scale: args.emulate_scale,
             cluster_secret: Some(cluster_secret.clone()),
+            // Set by the server once its cluster listener is bound.
+            cluster_ca: None,
         },
         #[cfg(feature = "ec2")]
         ec2: if ec2 {
@@ -155,6 +157,8 @@ pub fn resources(
                 security_groups: args.ec2_security_groups,
                 instance_profile: args.ec2_instance_profile,
                 host_tag: args.ec2_host_tag,
+                // Set by the server once its cluster listener is bound.
+                cluster_ca: None,
             })
         } else {
             None

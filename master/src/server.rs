@@ -15,6 +15,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::access::Access;
+use crate::access::ca::ClusterCa;
 use crate::http::{AppState, configure};
 use crate::reload::Reloader;
 use crate::resources::controller::{Controller, ControllerConfig};
@@ -50,9 +51,17 @@ pub struct Grpc {
     pub identity: Option<tonic::transport::Identity>,
 }
 
-/// Serves HTTP on `listener` (and gRPC with `grpc`) until SIGINT or SIGTERM; must run
-/// inside an actix `System`. `access` decides who may call what; `net` sets TLS and the
-/// limits on clients. The process's shutdown token is made here, and every background
+/// Where the workers a provider launches reach the master (HTTPS, whatever `net` says),
+/// and the CA that signs the listener's certificate and theirs.
+#[derive(Debug)]
+pub struct ClusterListener {
+    pub listener: TcpListener,
+    pub ca: Arc<ClusterCa>,
+}
+
+/// Serves HTTP on `listener` (and gRPC with `grpc`, and the same routes over HTTPS on
+/// `cluster` for launched workers) until SIGINT or SIGTERM; must run inside an actix
+/// `System`. `access` decides who may call what; `net` sets TLS and the limits on clients. The process's shutdown token is made here, and every background
 /// loop started here ends when it is cancelled.
 pub async fn serve(
     config: MasterConfig,
@@ -62,6 +71,7 @@ pub async fn serve(
     access: Access,
     net: Net,
     grpc: Option<Grpc>,
+    cluster: Option<ClusterListener>,
 ) -> Result<(), MasterError> {
     // At once: SIGHUP's default action would end the process.
     let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
@@ -79,6 +89,8 @@ pub async fn serve(
             std::future::ready(())
         });
     }
+    // The hosts the cluster listener's certificate names (how the workers reach it).
+    let mut cluster_names = Vec::new();
     let controller = match resources {
         None => None,
         Some(mut resources) => {
@@ -89,6 +101,9 @@ pub async fn serve(
                 address.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
             }
             resources.local.master_url = format!("{}://{address}", net.scheme());
+            if let Some(cluster) = &cluster {
+                cluster_names = cluster_urls(&mut resources, cluster)?;
+            }
             let zoo = Zoo::load(Zoo::locate(zoo_path.as_deref())?)?;
             let provider: Arc<dyn crate::resources::provider::Provider> = match () {
                 #[cfg(feature = "ec2")]
@@ -224,6 +239,18 @@ pub async fn serve(
             .listen_rustls_0_23(listener, (**tls).clone())
             .map_err(listen)?,
         None => server.listen(listener).map_err(listen)?,
+    };
+    let server = match cluster {
+        Some(cluster) => {
+            let tls = cluster
+                .ca
+                .server_config(&cluster_hosts(&cluster, &cluster_names))
+                .map_err(|e| MasterError::Internal(e.to_string()))?;
+            server
+                .listen_rustls_0_23(cluster.listener, tls)
+                .map_err(listen)?
+        }
+        None => server,
     }
     .run();
     let handle = server.handle();
@@ -258,6 +285,61 @@ pub async fn serve(
 /// How long a stopping master keeps asking a failing provider to terminate its instances.
 const SHUTDOWN_TERMINATE: std::time::Duration = std::time::Duration::from_secs(30);
 const GRPC_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The cluster listener's names: those the providers' workers use, its own address and
+/// loopback's.
+fn cluster_hosts(cluster: &ClusterListener, names: &[String]) -> Vec<String> {
+    let mut hosts = names.to_vec();
+    if let Ok(address) = cluster.listener.local_addr()
+        && !address.ip().is_unspecified()
+    {
+        hosts.push(address.ip().to_string());
+    }
+    hosts.extend(["127.0.0.1".to_owned(), "localhost".to_owned()]);
+    let mut seen = std::collections::HashSet::new();
+    hosts.retain(|h| seen.insert(h.clone()));
+    hosts
+}
+
+/// Points the providers' workers at the cluster listener (`https`, its port, the host they
+/// reach the master at) and hands them the CA; the hosts named go into the listener's
+/// certificate.
+fn cluster_urls(
+    resources: &mut Resources,
+    cluster: &ClusterListener,
+) -> Result<Vec<String>, MasterError> {
+    let port = cluster
+        .listener
+        .local_addr()
+        .map_err(|e| MasterError::Internal(format!("cluster listener: {e}")))?
+        .port();
+    let mut hosts = Vec::new();
+    let mut point = |url: &mut String| -> Result<(), MasterError> {
+        let mut parsed = reqwest::Url::parse(url)
+            .map_err(|e| MasterError::Internal(format!("the master's URL `{url}`: {e}")))?;
+        hosts.extend(
+            parsed
+                .host_str()
+                .map(|h| h.trim_matches(['[', ']']).to_owned()),
+        );
+        // Both only fail for URLs that cannot have a host, which `host_str` just read.
+        let _ = parsed.set_scheme("https");
+        let _ = parsed.set_port(Some(port));
+        *url = parsed.as_str().trim_end_matches('/').to_owned();
+        Ok(())
+    };
+    point(&mut resources.local.master_url)?;
+    if let Some(docker) = &mut resources.docker {
+        point(&mut docker.master_url)?;
+    }
+    #[cfg(feature = "ec2")]
+    if let Some(ec2) = &mut resources.ec2 {
+        point(&mut ec2.master_url)?;
+        ec2.cluster_ca = Some(cluster.ca.cert_pem().to_owned());
+    }
+    resources.local.cluster_ca = Some(cluster.ca.cert_pem().to_owned());
+    Ok(hosts)
+}
 
 /// Re-reads the zoo on every SIGHUP until `stop` is cancelled (a refused reload is
 /// logged and counted; the master serves on).

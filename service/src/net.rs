@@ -29,7 +29,8 @@ pub struct NetArgs {
     #[arg(long, env = "COCKTAIL_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// Trust this PEM CA for the https URLs this process calls (the master's workers, a
-    /// worker's master).
+    /// worker's master). A worker launched by a provider is given its cluster's CA in
+    /// `COCKTAIL_CLUSTER_CA` (PEM text) instead.
     #[arg(long, env = "COCKTAIL_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
     /// A file (mode 0600) holding the cluster secret; COCKTAIL_CLUSTER_SECRET gives it
@@ -77,11 +78,16 @@ pub enum NetError {
     Flag { flag: &'static str, message: String },
 }
 
+/// The cluster's CA certificate (PEM text) in a provider-launched worker's environment:
+/// the master that launched it is the CA ([`NetArgs::tls_ca`] names a file instead).
+pub const CLUSTER_CA_ENV: &str = "COCKTAIL_CLUSTER_CA";
+
 /// The settings a server runs with, checked.
 #[derive(Debug, Clone)]
 pub struct Net {
     pub tls: Option<Arc<rustls::ServerConfig>>,
-    pub ca: Option<PathBuf>,
+    /// The CAs trusted for the https URLs this process calls.
+    pub roots: Vec<CertificateDer<'static>>,
     pub cluster_secret: Option<Secret>,
     pub header_timeout: Duration,
     pub request_timeout: Duration,
@@ -115,9 +121,16 @@ impl NetArgs {
                 });
             }
         };
+        let mut roots = match &self.tls_ca {
+            Some(path) => read_certificates(path)?,
+            None => Vec::new(),
+        };
+        if let Some(pem) = std::env::var_os(CLUSTER_CA_ENV) {
+            roots.extend(parse_certificates(pem.as_encoded_bytes(), CLUSTER_CA_ENV)?);
+        }
         Ok(Net {
             tls,
-            ca: self.tls_ca.clone(),
+            roots,
             cluster_secret: auth::from_env_or_file(
                 CLUSTER_SECRET_ENV,
                 self.cluster_secret_file.as_deref(),
@@ -140,10 +153,10 @@ impl Net {
         self.max_connections.div_ceil(http_workers.max(1)).max(1)
     }
 
-    /// A client for calls to the other side of the cluster: it trusts `ca` (if any) and
+    /// A client for calls to the other side of the cluster: it trusts [`Net::roots`] and
     /// presents the cluster secret (if any) on every call.
     pub fn client(&self) -> Result<reqwest::ClientBuilder, NetError> {
-        client(self.ca.as_deref(), self.cluster_secret.as_ref())
+        client(&self.roots, self.cluster_secret.as_ref())
     }
 }
 
@@ -160,19 +173,65 @@ fn pem_error(path: &Path) -> impl Fn(rustls::pki_types::pem::Error) -> NetError 
     }
 }
 
-/// A TLS server configuration from PEM files.
-pub fn server_tls(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, NetError> {
-    let chain = CertificateDer::pem_file_iter(cert)
-        .map_err(pem_error(cert))?
+/// The certificates of a PEM file; none is an error.
+pub fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, NetError> {
+    let chain = CertificateDer::pem_file_iter(path)
+        .map_err(pem_error(path))?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(pem_error(cert))?;
+        .map_err(pem_error(path))?;
     if chain.is_empty() {
         return Err(NetError::Pem {
-            path: cert.to_owned(),
+            path: path.to_owned(),
             message: "holds no certificate".into(),
         });
     }
+    Ok(chain)
+}
+
+/// The certificates of PEM text from `source` (named in errors); none is an error.
+pub fn parse_certificates(
+    pem: &[u8],
+    source: &str,
+) -> Result<Vec<CertificateDer<'static>>, NetError> {
+    let error = |message: String| NetError::Pem {
+        path: source.into(),
+        message,
+    };
+    let chain = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| error(e.to_string()))?;
+    if chain.is_empty() {
+        return Err(error("holds no certificate".into()));
+    }
+    Ok(chain)
+}
+
+/// A TLS server configuration from PEM files.
+pub fn server_tls(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, NetError> {
+    let chain = read_certificates(cert)?;
     let key = PrivateKeyDer::from_pem_file(key).map_err(pem_error(key))?;
+    server_config(chain, key)
+}
+
+/// A TLS server configuration from a certificate chain and its key in PEM text, as the
+/// cluster's CA issues them (`source` names them in errors).
+pub fn server_tls_from_pem(
+    cert: &str,
+    key: &str,
+    source: &str,
+) -> Result<rustls::ServerConfig, NetError> {
+    let chain = parse_certificates(cert.as_bytes(), source)?;
+    let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| NetError::Pem {
+        path: source.into(),
+        message: e.to_string(),
+    })?;
+    server_config(chain, key)
+}
+
+fn server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<rustls::ServerConfig, NetError> {
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
@@ -181,17 +240,15 @@ pub fn server_tls(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, NetEr
     Ok(config)
 }
 
-/// An HTTP client that trusts `ca` for https URLs (none trusted without it: the
+/// An HTTP client that trusts `cas` for https URLs (none trusted without them: the
 /// cluster's certificates come from its own CA) and presents `secret` as a bearer token.
 pub fn client(
-    ca: Option<&Path>,
+    cas: &[CertificateDer<'static>],
     secret: Option<&Secret>,
 ) -> Result<reqwest::ClientBuilder, NetError> {
     let mut roots = rustls::RootCertStore::empty();
-    if let Some(ca) = ca {
-        for cert in CertificateDer::pem_file_iter(ca).map_err(pem_error(ca))? {
-            roots.add(cert.map_err(pem_error(ca))?)?;
-        }
+    for ca in cas {
+        roots.add(ca.clone())?;
     }
     let tls = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?

@@ -370,6 +370,40 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
         "/metrics with the cluster secret"
     );
 
+    // Every call between the master and its worker containers is TLS (the master is the
+    // cluster's CA, docs/security.md "Cluster TLS"): each registered an https URL, and a
+    // plain-HTTP request to a worker's port, sent over the cluster's network by name,
+    // gets no HTTP answer.
+    let listed: Value = client
+        .get(project.url("/v1/workers"))
+        .bearer_auth(cocktail_tests::cluster::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let urls: Vec<&str> = listed["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["url"].as_str())
+        .collect();
+    assert!(
+        !urls.is_empty() && urls.iter().all(|u| u.starts_with("https://")),
+        "worker URLs: {urls:?}"
+    );
+    let plain = format!(
+        "exec 3<>/dev/tcp/{worker}/{WORKER_PORT} && printf 'GET /v2/health/live HTTP/1.0\\r\\n\\r\\n' >&3 \
+         && read -r -t 2 first _ <&3; echo \"[${{first:-}}]\""
+    );
+    let answer = run(&mut docker(&["exec", &worker, "bash", "-c", &plain]));
+    let answer = String::from_utf8_lossy(&answer.stdout).into_owned();
+    assert!(
+        !answer.contains("[HTTP/"),
+        "a worker answered plain HTTP: {answer}"
+    );
+
     // The image request of the README and docs/getting-started.md ("First requests"), as
     // they show it: a multipart upload, 50 ms and 90 %.
     let png =

@@ -174,7 +174,7 @@ async fn boot_script(client: &Client, id: &str) -> String {
 
 /// One pass of the harness: boots the instances moto runs that it has not booted yet,
 /// and stops the workers of instances that are gone.
-async fn play_ec2(client: &Client, master: &str, booted: &mut HashMap<String, Booted>) {
+async fn play_ec2(client: &Client, booted: &mut HashMap<String, Booted>) {
     for (id, _, _, state) in instances(client).await {
         let running = matches!(
             state,
@@ -182,9 +182,21 @@ async fn play_ec2(client: &Client, master: &str, booted: &mut HashMap<String, Bo
         );
         if running && !booted.contains_key(&id) {
             let script = boot_script(client, &id).await;
-            let (model, secret) = boot::parse(&script);
-            let model = model.unwrap_or_else(|| panic!("no model in the boot script:\n{script}"));
-            let secret = secret.expect("the boot script carries the cluster secret");
+            let boot = boot::parse(&script);
+            let model = boot
+                .model
+                .unwrap_or_else(|| panic!("no model in the boot script:\n{script}"));
+            let secret = boot
+                .secret
+                .expect("the boot script carries the cluster secret");
+            // The master and its CA as the script gives them: the worker serves HTTPS
+            // with a certificate the master signs, as on EC2.
+            let master = boot
+                .master
+                .unwrap_or_else(|| panic!("no master in the boot script:\n{script}"));
+            let ca = boot
+                .ca
+                .unwrap_or_else(|| panic!("no cluster CA in the boot script:\n{script}"));
             client
                 .create_tags()
                 .resources(&id)
@@ -200,7 +212,8 @@ async fn play_ec2(client: &Client, master: &str, booted: &mut HashMap<String, Bo
                 "--id",
                 &id,
                 "--master",
-                master,
+                &master,
+                "--cluster-tls",
                 "--port",
                 "0",
                 "--heartbeat-ms",
@@ -216,7 +229,10 @@ async fn play_ec2(client: &Client, master: &str, booted: &mut HashMap<String, Bo
             let worker = Process::start_env(
                 "cocktail-worker",
                 &args,
-                &[("COCKTAIL_CLUSTER_SECRET", Some(&secret))],
+                &[
+                    ("COCKTAIL_CLUSTER_SECRET", Some(&secret)),
+                    ("COCKTAIL_CLUSTER_CA", Some(&ca)),
+                ],
             )
             .await;
             booted.insert(
@@ -298,10 +314,10 @@ async fn the_master_serves_from_spot_fleets_replaces_interrupted_instances_and_c
     // The harness runs in the background; `booted` is what it booted.
     let booted: Arc<tokio::sync::Mutex<HashMap<String, Booted>>> = Arc::default();
     let harness = tokio::spawn({
-        let (client, booted, master) = (client.clone(), Arc::clone(&booted), master_url.clone());
+        let (client, booted) = (client.clone(), Arc::clone(&booted));
         async move {
             loop {
-                play_ec2(&client, &master, &mut *booted.lock().await).await;
+                play_ec2(&client, &mut *booted.lock().await).await;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }

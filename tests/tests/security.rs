@@ -180,6 +180,81 @@ async fn a_managed_pool_takes_only_the_instances_the_controller_launched() {
         classify(&reqwest::Client::new(), &master).await.status(),
         200
     );
+
+    // Every call between the master and the worker it launched is TLS, with nothing set
+    // up by hand: the worker serves HTTPS with a certificate from the master's CA (kept
+    // in the secrets folder), and plain HTTP to its port gets no answer.
+    let url = workers[0]["url"].as_str().unwrap().to_owned();
+    assert!(url.starts_with("https://127.0.0.1:"), "{listed}");
+    let plain = url.replacen("https://", "http://", 1);
+    let refused = reqwest::Client::new()
+        .get(format!("{plain}/v2/health/live"))
+        .send()
+        .await;
+    assert!(refused.is_err(), "plain HTTP answered: {refused:?}");
+    let ca = cocktail_service::net::read_certificates(
+        &workspace_root().join(".cocktail/cluster-ca.pem"),
+    )
+    .unwrap();
+    let trusting = cocktail_service::net::client(&ca, None)
+        .unwrap()
+        .build()
+        .unwrap();
+    let live = trusting
+        .get(format!("{url}/v2/health/live"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200);
+    // A client that does not trust the cluster's CA cannot talk to it either.
+    assert!(
+        cocktail_service::net::client(&[], None)
+            .unwrap()
+            .build()
+            .unwrap()
+            .get(format!("{url}/v2/health/live"))
+            .send()
+            .await
+            .is_err()
+    );
+    // The launched instance at its own host, but serving plain HTTP: refused.
+    let (status, body) = post(
+        &register,
+        Some(CLUSTER_SECRET),
+        &registration(&instance, "linear", &plain),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("HTTPS"), "{body}");
+    // Certificates go only to a launched instance, for its own host, with the secret.
+    let certificate = format!("{master}/v1/workers/certificate");
+    let (status, body) = post(
+        &certificate,
+        Some(CLUSTER_SECRET),
+        &registration(&instance, "linear", "https://127.0.0.2:9"),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("listens on host"),
+        "{body}"
+    );
+    let (status, body) = post(&certificate, None, &registration(&instance, "linear", &url)).await;
+    assert_eq!(status, 401, "{body}");
+    let (status, body) = post(
+        &certificate,
+        Some(CLUSTER_SECRET),
+        &registration(&instance, "linear", &url),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["cert_pem"]
+            .as_str()
+            .unwrap()
+            .starts_with("-----BEGIN CERTIFICATE-----"),
+        "{body}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -535,10 +610,13 @@ async fn a_request_travels_over_tls_from_client_to_master_to_worker() {
     assert!(worker.url.starts_with("https://"), "{}", worker.url);
 
     let secret = cocktail_common::auth::Secret::new(ADMIN_TOKEN, "admin").unwrap();
-    let client = cocktail_service::net::client(Some(&dir.join("ca.pem")), Some(&secret))
-        .unwrap()
-        .build()
-        .unwrap();
+    let client = cocktail_service::net::client(
+        &cocktail_service::net::read_certificates(&dir.join("ca.pem")).unwrap(),
+        Some(&secret),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
     eventually(
         "the https worker registers",
         Duration::from_secs(30),
@@ -569,7 +647,7 @@ async fn a_request_travels_over_tls_from_client_to_master_to_worker() {
             .await
             .is_err()
     );
-    let untrusting = cocktail_service::net::client(None, None)
+    let untrusting = cocktail_service::net::client(&[], None)
         .unwrap()
         .build()
         .unwrap();

@@ -29,6 +29,96 @@ pub struct ControlConfig {
     pub imds_poll: Duration,
 }
 
+/// The URL of control call `call` at `master`.
+fn call_url(master: &str, call: &str) -> String {
+    format!("{}/v1/workers/{call}", master.trim_end_matches('/'))
+}
+
+/// How long a worker started with `--cluster-tls` keeps asking for its certificate: a
+/// master still starting, or a network still coming up, gets this long.
+const CERTIFICATE_WITHIN: Duration = Duration::from_secs(60);
+
+/// A certificate and key, PEM, as the master's CA issues them.
+#[derive(Debug, Deserialize)]
+struct Issued {
+    cert_pem: String,
+    key_pem: String,
+}
+
+/// Why a worker has no certificate from its master.
+#[derive(Debug, thiserror::Error)]
+pub enum CertificateError {
+    #[error(transparent)]
+    Net(#[from] NetError),
+    #[error("the master refused a certificate for `{url}` ({status}): {body}")]
+    Refused {
+        url: String,
+        status: reqwest::StatusCode,
+        body: String,
+    },
+    #[error("no certificate from the master at `{master}` within {within:?}: {last}")]
+    Unreachable {
+        master: String,
+        within: Duration,
+        last: String,
+    },
+}
+
+/// Asks the master (its CA) for the certificate this worker serves HTTPS with, for the
+/// host of its registration's URL (`--cluster-tls`), retrying with backoff while the
+/// master cannot be reached; a refusal (a URL it may not have) is final.
+pub async fn certificate(
+    config: &ControlConfig,
+    net: &Net,
+) -> Result<rustls::ServerConfig, CertificateError> {
+    let client = net
+        .client()?
+        .timeout(CALL_TIMEOUT)
+        .build()
+        .map_err(NetError::from)?;
+    let url = call_url(&config.master, "certificate");
+    let started = std::time::Instant::now();
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let last = match client.post(&url).json(&config.registration).send().await {
+            Ok(response) if response.status().is_success() => {
+                match response.json::<Issued>().await {
+                    Ok(issued) => {
+                        tracing::info!(master = %config.master, "serving HTTPS with a certificate from the master");
+                        return Ok(net::server_tls_from_pem(
+                            &issued.cert_pem,
+                            &issued.key_pem,
+                            "the master's certificate answer",
+                        )?);
+                    }
+                    Err(e) => net::error_chain(&e),
+                }
+            }
+            // The master is there and says no: asking again changes nothing.
+            Ok(response) if response.status().is_client_error() => {
+                let status = response.status();
+                return Err(CertificateError::Refused {
+                    url: config.registration.url.clone(),
+                    status,
+                    body: response.text().await.unwrap_or_default(),
+                });
+            }
+            Ok(response) => format!("status {}", response.status()),
+            Err(e) => net::error_chain(&e),
+        };
+        if started.elapsed() >= CERTIFICATE_WITHIN {
+            return Err(CertificateError::Unreachable {
+                master: config.master.clone(),
+                within: CERTIFICATE_WITHIN,
+                last,
+            });
+        }
+        tracing::debug!(%last, "no certificate yet");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
 /// Handle kept by the server to say goodbye.
 #[derive(Debug, Clone)]
 pub struct Control {
@@ -61,7 +151,7 @@ impl Control {
             // No CA and no secret: the metadata service speaks plain HTTP, and a client
             // with the platform's roots would need CA certificates that minimal images
             // (the worker container's) do not have.
-            imds: net::client(None, None)?.timeout(CALL_TIMEOUT).build()?,
+            imds: net::client(&[], None)?.timeout(CALL_TIMEOUT).build()?,
         };
         let (heartbeats, stop) = (control.clone(), shutdown.clone());
         tokio::spawn(async move {
@@ -76,10 +166,7 @@ impl Control {
     }
 
     fn url(&self, call: &str) -> String {
-        format!(
-            "{}/v1/workers/{call}",
-            self.config.master.trim_end_matches('/')
-        )
+        call_url(&self.config.master, call)
     }
 
     async fn heartbeat_loop(&self, state: web::Data<AppState>) {

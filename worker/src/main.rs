@@ -94,6 +94,12 @@ struct Args {
     /// How often to poll the spot notice, in milliseconds.
     #[arg(long, env = "COCKTAIL_IMDS_POLL_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..))]
     imds_poll_ms: u64,
+    /// Serve HTTPS with a certificate from the master (the cluster's CA), asked for at
+    /// start for the host of the advertised URL. Needs `--master` and the CA to trust
+    /// (`COCKTAIL_CLUSTER_CA` or `--tls-ca`); the master's providers start their workers
+    /// so.
+    #[arg(long, env = "COCKTAIL_CLUSTER_TLS", conflicts_with = "tls_cert")]
+    cluster_tls: bool,
     #[command(flatten)]
     net: NetArgs,
 }
@@ -127,7 +133,12 @@ fn run(args: Args) -> anyhow::Result<()> {
     // The effective configuration; the cluster secret comes from the environment or a
     // file and is not part of it.
     tracing::info!(config = ?args, "starting");
-    let net = args.net.load()?;
+    let mut net = args.net.load()?;
+    if args.cluster_tls && (args.master.is_none() || net.roots.is_empty()) {
+        anyhow::bail!(
+            "`--cluster-tls` needs `--master` and the cluster's CA (`COCKTAIL_CLUSTER_CA` or `--tls-ca`)"
+        );
+    }
     let config = WorkerConfig {
         model: args.model,
         zoo: args.zoo,
@@ -149,7 +160,11 @@ fn run(args: Args) -> anyhow::Result<()> {
     let listener = TcpListener::bind((args.host.as_str(), args.port))?;
     let address = listener.local_addr()?;
     // The first stdout line tells scripts and tests where the worker listens.
-    let scheme = net.scheme();
+    let scheme = if args.cluster_tls {
+        "https"
+    } else {
+        net.scheme()
+    };
     println!(
         "cocktail-worker serving `{}` on {scheme}://{address}",
         config.model
@@ -177,7 +192,14 @@ fn run(args: Args) -> anyhow::Result<()> {
     actix_web::rt::System::new().block_on(async move {
         // Inside the runtime: the token's signal watch is a task.
         let shutdown = cocktail_service::shutdown_token();
-        worker.serve(listener, control, net, shutdown).await
+        if args.cluster_tls
+            && let Some(control) = &control
+        {
+            let tls = cocktail_worker::control::certificate(control, &net).await?;
+            net.tls = Some(std::sync::Arc::new(tls));
+        }
+        worker.serve(listener, control, net, shutdown).await?;
+        Ok::<_, anyhow::Error>(())
     })?;
     Ok(())
 }

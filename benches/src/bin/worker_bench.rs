@@ -75,7 +75,7 @@ async fn main() -> anyhow::Result<()> {
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     // The worker was started with this run's cluster secret: it answers only callers
     // that present it, as the master does.
-    let client = cocktail_service::net::client(None, Some(&secrets()?.cluster))?.build()?;
+    let client = cocktail_service::net::client(&[], Some(&secrets()?.cluster))?.build()?;
     for &concurrency in &args.concurrency {
         // In-process: the batches the worker forms at this concurrency (its tuned policy
         // caps them), back to back, so the ratio measures HTTP and preprocessing alone.

@@ -3,9 +3,11 @@
 //! present the admin token for everything that changes or reveals the cluster; clients
 //! present an API key when `--api-keys` is on. Worker URLs must lie in
 //! `--worker-networks`, and a worker of a pool the controller manages must be an instance
-//! it launched (`controller::Controller::admits`). `http::auth` turns these into request
+//! it launched (`controller::Controller::admits`). The master is the cluster's CA (`ca`):
+//! provider-launched workers serve HTTPS with certificates it signs. `http::auth` turns these into request
 //! extractors; `docs/security.md` has the threat model.
 
+pub mod ca;
 pub mod keys;
 pub mod networks;
 
@@ -23,4 +25,6 @@ pub struct Access {
     /// Shared with the gRPC endpoint.
     pub keys: Option<std::sync::Arc<ApiKeys>>,
     pub networks: Networks,
+    /// The cluster CA, when the workers a provider launches serve HTTPS (the default).
+    pub ca: Option<std::sync::Arc<ca::ClusterCa>>,
 }

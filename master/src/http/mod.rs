@@ -3,6 +3,7 @@
 //! the body, call [`crate::serving::request`] and [`crate::Master`], and shape the answer.
 
 mod auth;
+mod certificate;
 mod classify;
 pub mod dashboard;
 mod error;

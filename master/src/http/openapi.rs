@@ -7,6 +7,7 @@ use cocktail_service::surface::{narrow_path_parameter, narrow_property};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use super::certificate;
 use super::dashboard;
 use super::repository;
 use super::routes::{self, AppState};
@@ -32,6 +33,7 @@ use super::views;
         routes::ensembles,
         routes::workers,
         routes::register,
+        certificate::certificate,
         routes::heartbeat,
         routes::notice,
         routes::deregister,
@@ -54,6 +56,7 @@ use super::views;
     ),
     components(schemas(
         cocktail_common::oip::ServerMetadata,
+        crate::access::ca::Issued,
         cocktail_common::oip::InferRequest,
         cocktail_common::oip::RequestInput,
         cocktail_common::oip::InferResponse,

@@ -79,6 +79,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(endpoint("/v1/ensembles", Method::GET, ensembles))
     .service(endpoint("/v1/workers", Method::GET, workers))
     .service(endpoint("/v1/workers/register", Method::POST, register))
+    .service(endpoint(
+        "/v1/workers/certificate",
+        Method::POST,
+        super::certificate::certificate,
+    ))
     .service(endpoint("/v1/workers/heartbeat", Method::POST, heartbeat))
     .service(endpoint("/v1/workers/notice", Method::POST, notice))
     .service(endpoint("/v1/workers/deregister", Method::POST, deregister))
@@ -444,6 +449,7 @@ pub async fn register(
     if let Some(controller) = &state.controller {
         controller.admits(&body).await?;
     }
+    super::certificate::require_tls(&state, &body)?;
     master.registry.register(&body);
     master.probe(&body.model, &body.url);
     Ok(HttpResponse::Ok().json(Registered {

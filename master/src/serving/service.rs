@@ -103,7 +103,7 @@ impl Master {
             })
             .transpose()?;
         let client =
-            cocktail_service::net::client(config.tls_ca.as_deref(), config.cluster_secret.as_ref())
+            cocktail_service::net::client(&config.tls_roots, config.cluster_secret.as_ref())
                 .map_err(|e| MasterError::Internal(format!("HTTP client: {e}")))?
                 .pool_max_idle_per_host(64)
                 .tcp_nodelay(true)

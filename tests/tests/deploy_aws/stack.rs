@@ -115,7 +115,7 @@ fn check_stack(stack: &Value, private: bool) {
         sorted(&groups[&master_sg]),
         sorted(&json!([
             { "protocol": "tcp", "from": 8080, "to": 8080, "cidr": CLIENT_CIDR },
-            { "protocol": "tcp", "from": 8080, "to": 8080, "group": worker_sg },
+            { "protocol": "tcp", "from": 8443, "to": 8443, "group": worker_sg },
         ])),
         "the master's inbound rules"
     );
@@ -224,6 +224,7 @@ fn check_stack(stack: &Value, private: bool) {
     expect_flag("--ec2-instance-profile", &worker_profile_name);
     expect_flag("--worker-networks", "10.42.0.0/16");
     expect_flag("--public-url", "http://$IP:8080");
+    expect_flag("--cluster-port", "8443");
     if private {
         expect_flag("--min-instances", "2");
         expect_flag("--models", "linear,boe_tiny");

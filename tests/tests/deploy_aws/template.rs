@@ -214,12 +214,12 @@ async fn the_template_grants_holds_and_starts_what_the_cluster_needs_and_nothing
     }
     let expected: BTreeSet<String> = [
         "MasterSecurityGroup in 8080 ClientCidr",
-        "MasterSecurityGroup in 8080 WorkerSecurityGroup",
+        "MasterSecurityGroup in 8443 WorkerSecurityGroup",
         "MasterSecurityGroup out 443 0.0.0.0/0",
         "MasterSecurityGroup out 9000 WorkerSecurityGroup",
         "WorkerSecurityGroup in 9000 MasterSecurityGroup",
         "WorkerSecurityGroup out 443 0.0.0.0/0",
-        "WorkerSecurityGroup out 8080 MasterSecurityGroup",
+        "WorkerSecurityGroup out 8443 MasterSecurityGroup",
     ]
     .map(str::to_owned)
     .into();
@@ -251,6 +251,9 @@ async fn the_template_grants_holds_and_starts_what_the_cluster_needs_and_nothing
     );
     assert_eq!(flag(&script, "--provider").as_deref(), Some("ec2"));
     assert_eq!(flag(&script, "--port").as_deref(), Some("8080"));
+    // The workers reach the master's cluster listener (HTTPS) on the port their security
+    // group lets through.
+    assert_eq!(flag(&script, "--cluster-port").as_deref(), Some("8443"));
     assert_eq!(
         flag(&script, "--ec2-secret-id").as_deref(),
         Some("${ClusterSecret}")

@@ -8,6 +8,11 @@ use super::Controller;
 use crate::MasterError;
 
 impl Controller {
+    /// Whether it manages `model`'s pool.
+    pub fn manages(&self, model: &str) -> bool {
+        self.models.read().contains_key(model)
+    }
+
     /// `Ok` for a registration as a live instance this controller launched for that
     /// model, at that instance's host, and for a model it does not manage (a static
     /// worker: the cluster secret is all it needs); 403 naming the field otherwise.

@@ -15,12 +15,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::models::{ContainerCreateBody, HealthConfig, HostConfig};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
     RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 use cocktail_common::auth::CLUSTER_SECRET_ENV;
+use cocktail_service::net::CLUSTER_CA_ENV;
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 
@@ -126,15 +127,21 @@ impl Containers {
         }
     }
 
-    fn target(&self, spec: &WorkerSpec, name: &str) -> Target {
+    /// `https`: the worker serves HTTPS with a certificate from the cluster's CA, and
+    /// Prometheus scrapes it so (`__scheme__`).
+    fn target(&self, spec: &WorkerSpec, name: &str, https: bool) -> Target {
+        let mut labels = BTreeMap::from([
+            ("pool", spec.model.clone()),
+            ("instance_id", spec.id.clone()),
+            ("instance_type", spec.instance_type.clone()),
+            ("cluster", self.config.cluster.clone()),
+        ]);
+        if https {
+            labels.insert("__scheme__", "https".to_owned());
+        }
         Target {
             targets: [format!("{name}:{}", self.config.port)],
-            labels: BTreeMap::from([
-                ("pool", spec.model.clone()),
-                ("instance_id", spec.id.clone()),
-                ("instance_type", spec.instance_type.clone()),
-                ("cluster", self.config.cluster.clone()),
-            ]),
+            labels,
         }
     }
 
@@ -189,7 +196,15 @@ impl Containers {
             "--port".to_owned(),
             self.config.port.to_string(),
             "--advertise-url".to_owned(),
-            format!("http://{name}:{}", self.config.port),
+            format!(
+                "{}://{name}:{}",
+                if local.cluster_ca.is_some() {
+                    "https"
+                } else {
+                    "http"
+                },
+                self.config.port
+            ),
         ]);
         if let Some(zoo) = &local.zoo {
             args.extend(["--zoo".to_owned(), zoo.display().to_string()]);
@@ -221,8 +236,20 @@ impl Containers {
                         .as_ref()
                         .map(|s| format!("{CLUSTER_SECRET_ENV}={}", s.expose())),
                 )
+                .chain(
+                    local
+                        .cluster_ca
+                        .as_ref()
+                        .map(|ca| format!("{CLUSTER_CA_ENV}={ca}")),
+                )
                 .collect(),
             ),
+            // The image's check speaks plain HTTP; a worker serving HTTPS is checked by
+            // its master instead (every health interval, over TLS).
+            healthcheck: local.cluster_ca.as_ref().map(|_| HealthConfig {
+                test: Some(vec!["NONE".to_owned()]),
+                ..HealthConfig::default()
+            }),
             labels: Some(labels),
             host_config: Some(HostConfig {
                 nano_cpus: Some((cpus * 1e9) as i64),
@@ -267,7 +294,10 @@ impl Runtime for Containers {
                 .start_container(&name, None)
                 .await
                 .map_err(docker_error("start"))?;
-            self.list_target(&name, Some(self.target(spec, &name)));
+            self.list_target(
+                &name,
+                Some(self.target(spec, &name, local.cluster_ca.is_some())),
+            );
             let exited = Arc::new(AtomicBool::new(false));
             let watcher = tokio::spawn(watch(
                 self.docker.clone(),

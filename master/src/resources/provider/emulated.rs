@@ -53,6 +53,10 @@ pub struct LocalConfig {
     pub emulate_scale: f64,
     /// Given to every worker in its environment (never on its command line).
     pub cluster_secret: Option<Secret>,
+    /// The cluster CA's certificate (PEM): workers get it in their environment and ask
+    /// the master for their own certificate at start (`--cluster-tls`). `None`: plain
+    /// HTTP (`--no-cluster-tls`).
+    pub cluster_ca: Option<String>,
 }
 
 /// The worker one instance runs, as a [`Runtime`] starts it.
@@ -87,6 +91,9 @@ impl WorkerSpec {
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
+        if config.cluster_ca.is_some() {
+            args.push("--cluster-tls".to_owned());
+        }
         if config.emulate_types {
             args.extend([
                 "--emulate-type".to_owned(),

@@ -5,6 +5,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use cocktail_common::auth::{ADMIN_TOKEN_ENV, CLUSTER_SECRET_ENV};
+use cocktail_service::net::CLUSTER_CA_ENV;
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -58,6 +59,10 @@ impl Runtime for Processes {
             if let Some(secret) = &config.cluster_secret {
                 command.env(CLUSTER_SECRET_ENV, secret.expose());
             }
+            match &config.cluster_ca {
+                Some(ca) => command.env(CLUSTER_CA_ENV, ca),
+                None => command.env_remove(CLUSTER_CA_ENV),
+            };
             let mut child = command.spawn().map_err(|e| {
                 MasterError::Provider(format!("{}: {e}", config.worker_bin.display()))
             })?;

@@ -8,6 +8,8 @@ use cocktail_common::auth::Secret;
 
 /// Where the boot script leaves the cluster secret.
 pub const SECRET_FILE: &str = "/etc/cocktail/cluster-secret";
+/// Where it leaves the cluster CA's certificate.
+pub const CA_FILE: &str = "/etc/cocktail/cluster-ca.pem";
 /// The port workers listen on.
 pub const WORKER_PORT: u16 = 9000;
 
@@ -33,6 +35,9 @@ pub struct Boot<'a> {
     pub threads: u32,
     pub master_url: &'a str,
     pub secret: &'a SecretSource,
+    /// The cluster CA's certificate (PEM): the worker trusts it for the master and asks
+    /// the master for its own certificate (`--cluster-tls`). `None`: plain HTTP.
+    pub ca: Option<&'a str>,
 }
 
 /// Quotes `value` for bash (single quotes; a quote inside becomes `'\''`).
@@ -65,13 +70,24 @@ impl Boot<'_> {
             }
             SecretSource::None => String::new(),
         };
+        let (scheme, tls_flags) = match self.ca {
+            Some(ca) => {
+                script.push_str(&format!(
+                    "install -d -m 700 /etc/cocktail\n\
+                     printf '%s' {} > {CA_FILE}\n",
+                    quote(ca)
+                ));
+                ("https", format!(" --tls-ca {CA_FILE} --cluster-tls"))
+            }
+            None => ("http", String::new()),
+        };
         script.push_str(&format!(
             "IMDS=http://169.254.169.254\n\
              TOKEN=$(curl -s -X PUT $IMDS/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')\n\
              ID=$(curl -s -H \"X-aws-ec2-metadata-token: $TOKEN\" $IMDS/latest/meta-data/instance-id)\n\
              IP=$(curl -s -H \"X-aws-ec2-metadata-token: $TOKEN\" $IMDS/latest/meta-data/local-ipv4)\n\
              exec cocktail-worker --model {model} --host 0.0.0.0 --port {WORKER_PORT} --threads {threads} \
-             --master {master} --id \"$ID\" --advertise-url \"http://$IP:{WORKER_PORT}\" --imds-url $IMDS{secret_flag}\n",
+             --master {master} --id \"$ID\" --advertise-url \"{scheme}://$IP:{WORKER_PORT}\" --imds-url $IMDS{secret_flag}{tls_flags}\n",
             model = quote(self.model),
             threads = self.threads,
             master = quote(self.master_url),
@@ -80,21 +96,41 @@ impl Boot<'_> {
     }
 }
 
-/// What the moto harness needs back from a boot script: the model, and the inline
-/// secret if the script carries one.
-pub fn parse(script: &str) -> (Option<String>, Option<String>) {
+/// What the moto harness needs back from a boot script to start its worker as the
+/// instance would.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Parsed {
+    pub model: Option<String>,
+    /// The inline secret, if the script carries one.
+    pub secret: Option<String>,
+    pub master: Option<String>,
+    /// The cluster CA's certificate, if the worker serves HTTPS.
+    pub ca: Option<String>,
+}
+
+/// Reads back what [`Boot::script`] wrote.
+pub fn parse(script: &str) -> Parsed {
     let unquote = |s: &str| s.trim_matches('\'').replace(r"'\''", "'");
-    let model = script
-        .split_whitespace()
-        .skip_while(|w| *w != "--model")
-        .nth(1)
-        .map(unquote);
-    let secret = script
-        .lines()
-        .find_map(|l| l.strip_prefix("(umask 077; printf '%s' "))
-        .and_then(|rest| rest.rsplit_once(" > "))
-        .map(|(value, _)| unquote(value));
-    (model, secret)
+    let flag = |name: &str| {
+        script
+            .split_whitespace()
+            .skip_while(|w| *w != name)
+            .nth(1)
+            .map(unquote)
+    };
+    // The value between the `printf` that writes `file` and the redirection into it (a
+    // certificate spans several lines).
+    let written = |file: &str| {
+        let end = script.find(&format!(" > {file}"))?;
+        let start = script[..end].rfind("printf '%s' ")? + "printf '%s' ".len();
+        Some(unquote(&script[start..end]))
+    };
+    Parsed {
+        model: flag("--model"),
+        secret: written(SECRET_FILE),
+        master: flag("--master"),
+        ca: written(CA_FILE),
+    }
 }
 
 #[cfg(test)]
@@ -109,6 +145,7 @@ mod tests {
             threads: 4,
             master_url: "http://10.0.0.1:8080",
             secret: &inline,
+            ca: None,
         };
         let script = boot.script();
         assert!(
@@ -116,12 +153,14 @@ mod tests {
             "{script}"
         );
         assert!(script.contains(&format!("--cluster-secret-file {SECRET_FILE}")));
-        assert_eq!(
-            parse(&script),
-            (
-                Some("lenet".into()),
-                Some("it's-a-secret-0123456789".into())
-            )
+        let parsed = parse(&script);
+        assert_eq!(parsed.model.as_deref(), Some("lenet"));
+        assert_eq!(parsed.secret.as_deref(), Some("it's-a-secret-0123456789"));
+        assert_eq!(parsed.master.as_deref(), Some("http://10.0.0.1:8080"));
+        assert_eq!(parsed.ca, None);
+        assert!(
+            script.contains("--advertise-url \"http://$IP:9000\""),
+            "{script}"
         );
         let managed = SecretSource::SecretsManager {
             id: "cocktail/cluster-secret".into(),
@@ -133,7 +172,29 @@ mod tests {
         }
         .script();
         assert!(script.contains("aws secretsmanager get-secret-value --region 'eu-west-1' --secret-id 'cocktail/cluster-secret'"), "{script}");
-        assert_eq!(parse(&script), (Some("lenet".into()), None));
+        assert_eq!(parse(&script).secret, None);
         assert!(!script.contains("it's-a-secret"));
+        // With the cluster's CA: the worker trusts it, serves HTTPS with a certificate
+        // from the master, and advertises an https URL.
+        let ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        let script = Boot {
+            secret: &managed,
+            master_url: "https://10.0.0.1:8443",
+            ca: Some(ca),
+            ..boot
+        }
+        .script();
+        assert!(
+            script.contains(&format!("--tls-ca {CA_FILE} --cluster-tls")),
+            "{script}"
+        );
+        assert!(
+            script.contains("--advertise-url \"https://$IP:9000\""),
+            "{script}"
+        );
+        let parsed = parse(&script);
+        assert_eq!(parsed.ca.as_deref(), Some(ca));
+        assert_eq!(parsed.master.as_deref(), Some("https://10.0.0.1:8443"));
+        assert_eq!(parsed.secret, None);
     }
 }

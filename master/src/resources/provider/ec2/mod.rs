@@ -50,6 +50,9 @@ pub struct Ec2Config {
     pub image_id: String,
     /// The master URL the workers register with (reachable from the instances).
     pub master_url: String,
+    /// The cluster CA's certificate (PEM), written by each boot script: the worker serves
+    /// HTTPS with a certificate the master signs. `None`: plain HTTP. Set by the server.
+    pub cluster_ca: Option<String>,
     pub seed: u64,
     /// Written to each instance's disk (mode 0600) by its boot script, unless
     /// `secret_id` names where the instances read it themselves.
@@ -83,6 +86,7 @@ impl Ec2Config {
             security_groups: Vec::new(),
             instance_profile: None,
             host_tag: None,
+            cluster_ca: None,
         }
     }
 
@@ -162,6 +166,7 @@ impl Ec2Provider {
             threads: vcpus,
             master_url: &self.config.master_url,
             secret: &secret,
+            ca: self.config.cluster_ca.as_deref(),
         }
         .script();
         base64::engine::general_purpose::STANDARD.encode(script)
