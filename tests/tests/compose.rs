@@ -397,11 +397,11 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
         "exec 3<>/dev/tcp/{worker}/{WORKER_PORT} && printf 'GET /v2/health/live HTTP/1.0\\r\\n\\r\\n' >&3 \
          && read -r -t 2 first _ <&3; echo \"[${{first:-}}]\""
     );
-    let answer = run(&mut docker(&["exec", &worker, "bash", "-c", &plain]));
-    let answer = String::from_utf8_lossy(&answer.stdout).into_owned();
+    let reply = run(&mut docker(&["exec", &worker, "bash", "-c", &plain]));
+    let reply = String::from_utf8_lossy(&reply.stdout).into_owned();
     assert!(
-        !answer.contains("[HTTP/"),
-        "a worker answered plain HTTP: {answer}"
+        !reply.contains("[HTTP/"),
+        "a worker answered plain HTTP: {reply}"
     );
 
     // The image request of the README and docs/getting-started.md ("First requests"), as

@@ -3,8 +3,10 @@
 //! it per request in `Server-Timing: master;dur=…, wait;dur=…` (handler time minus the
 //! wait for the members). Also the CPU time master and workers spend per request, once
 //! per member wire (`--member-wire binary`: Triton's binary tensor extension; `json`:
-//! base64 PNG in OIP JSON), so the two hops compare in one run. Prints a markdown table;
-//! asserts nothing. Targets: p50 ≤ 50 µs, p99 ≤ 250 µs.
+//! base64 PNG in OIP JSON), so the two hops compare in one run, and once per transport of
+//! the master→worker hop (`--hops plain`: HTTP, as static workers and `--no-cluster-tls`;
+//! `tls`: HTTPS with a certificate from a cluster CA, as provider-launched workers by
+//! default). Prints a markdown table; asserts nothing. Targets: p50 ≤ 50 µs, p99 ≤ 250 µs.
 //!
 //! `cargo build --release --workspace --bins && target/release/master-bench`
 
@@ -36,12 +38,25 @@ struct Args {
     /// Member wires to compare, each with a master and workers of its own.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "binary,json")]
     wires: Vec<MemberWire>,
+    /// Transports of the master→worker hop to compare, each with a master and workers of
+    /// its own.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "plain,tls")]
+    hops: Vec<Hop>,
     /// Also write the table to `OUT/measured/wire.md` (docs/results.md includes it).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
     /// Extra flags for every worker, e.g. `--worker-arg=--idle-poll-us=200`.
     #[arg(long = "worker-arg", allow_hyphen_values = true)]
     worker_args: Vec<String>,
+}
+
+/// How the master reaches its workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Hop {
+    /// Plain HTTP.
+    Plain,
+    /// HTTPS, the workers' certificates signed by a throwaway cluster CA the master trusts.
+    Tls,
 }
 
 /// One row of the table: a constraint that makes the master serve `members` models.
@@ -67,8 +82,8 @@ async fn main() -> anyhow::Result<()> {
     let mut table = format!(
         "{} worker(s) ({}), {} requests per row, one base64 PNG per request from a JSON \
          client; CPU is the master's and the workers' (`target/release/master-bench --out docs`).\n\n\
-         | member wire | constraint | concurrency | members | req/s | CPU per request (µs) | client p50 (µs) | wait p50 (µs) | master p50 (µs) | master p99 (µs) | target p50 ≤ 50, p99 ≤ 250 |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+         | member wire | hop | constraint | concurrency | members | req/s | CPU per request (µs) | client p50 (µs) | wait p50 (µs) | master p50 (µs) | master p99 (µs) | target p50 ≤ 50, p99 ≤ 250 |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
         args.models.len(),
         args.models.join(", "),
         args.requests
@@ -80,10 +95,12 @@ async fn main() -> anyhow::Result<()> {
             .to_possible_value()
             .map(|v| v.get_name().to_owned())
             .unwrap_or_default();
-        for row in bench_wire(&args, &wire, &pngs).await? {
-            println!("{row}");
-            table.push_str(&row);
-            table.push('\n');
+        for &hop in &args.hops {
+            for row in bench_wire(&args, &wire, hop, &pngs).await? {
+                println!("{row}");
+                table.push_str(&row);
+                table.push('\n');
+            }
         }
     }
     if let Some(out) = &args.out {
@@ -94,19 +111,43 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One master with `--member-wire wire` and its workers: the table's rows.
+/// One master with `--member-wire wire` and its workers, reached over `hop`: the table's
+/// rows.
 async fn bench_wire(
     args: &Args,
     wire: &str,
+    hop: Hop,
     pngs: &Arc<Vec<String>>,
 ) -> anyhow::Result<Vec<String>> {
     let mut rows = Vec::new();
-    let mut master_args = MASTER_FLAGS.to_vec();
-    master_args.extend(["--member-wire", wire]);
+    let tls = match hop {
+        Hop::Plain => None,
+        Hop::Tls => Some(throwaway_tls()?),
+    };
+    let mut master_args: Vec<String> = MASTER_FLAGS.iter().map(|s| (*s).to_owned()).collect();
+    master_args.extend(["--member-wire".to_owned(), wire.to_owned()]);
+    if let Some(tls) = &tls {
+        master_args.extend(["--tls-ca".to_owned(), tls.ca.display().to_string()]);
+    }
+    let master_args: Vec<&str> = master_args.iter().map(String::as_str).collect();
     let (master, url) = start("cocktail-master", &master_args).await?;
+    let hop_name = match hop {
+        Hop::Plain => "plain",
+        Hop::Tls => "tls",
+    };
+    let tls_flags: Vec<String> = match &tls {
+        Some(tls) => vec![
+            "--tls-cert".to_owned(),
+            tls.cert.display().to_string(),
+            "--tls-key".to_owned(),
+            tls.key.display().to_string(),
+        ],
+        None => Vec::new(),
+    };
     let mut workers = Vec::new();
     for model in &args.models {
         let mut worker_args = vec!["--model", model, "--port", "0", "--master", &url];
+        worker_args.extend(tls_flags.iter().map(String::as_str));
         worker_args.extend(args.worker_args.iter().map(String::as_str));
         workers.push(start("cocktail-worker", &worker_args).await?);
     }
@@ -156,7 +197,7 @@ async fn bench_wire(
             );
             let met = o.p50 <= Duration::from_micros(50) && o.p99 <= Duration::from_micros(250);
             rows.push(format!(
-                "| {wire} | {} | {concurrency} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
+                "| {wire} | {hop_name} | {} | {concurrency} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
                 scenario.name,
                 run.members,
                 run.rps,
@@ -172,6 +213,30 @@ async fn bench_wire(
     drop(workers);
     drop(master);
     Ok(rows)
+}
+
+/// A throwaway cluster CA (the master's own kind) and a certificate for 127.0.0.1, as
+/// PEM files in a fresh temporary folder.
+struct Tls {
+    ca: std::path::PathBuf,
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+}
+
+fn throwaway_tls() -> anyhow::Result<Tls> {
+    use cocktail_master::access::ca::{CA_FILE, ClusterCa};
+    let dir = std::env::temp_dir().join(format!("master-bench-tls-{}", std::process::id()));
+    // A CA left by an earlier run of this process id is as good as a new one.
+    let ca = ClusterCa::read_or_create(&dir)?;
+    let issued = ca.issue(&["127.0.0.1".to_owned()])?;
+    let (cert, key) = (dir.join("worker.pem"), dir.join("worker-key.pem"));
+    std::fs::write(&cert, issued.cert_pem)?;
+    std::fs::write(&key, issued.key_pem)?;
+    Ok(Tls {
+        ca: dir.join(CA_FILE),
+        cert,
+        key,
+    })
 }
 
 /// Requests sent before the measured ones in each row (their CPU time is counted too).
