@@ -416,9 +416,12 @@ impl Master {
         let wait = waiting.elapsed();
         let task = &resolved.task;
         // A member missed when it gave no answer in time, or answered only after the
-        // answer was due (a request that waited for late members).
+        // answer was due (a request that waited for late members). Not when the ensemble
+        // was chosen knowing every member would be late (nothing the constraint may use
+        // fits its target, `waiting.all`): more instances cannot make those in time, so
+        // they must not drive the pool's reactive scaling (the simulator counts the same).
         self.usage.record(slots.iter().flat_map(|slot| {
-            let late = slot.finished > resolved.waiting.due;
+            let late = !resolved.waiting.all && slot.finished > resolved.waiting.due;
             let answered = slot.answer.as_ref().ok().map(|(m, _)| (*m, late));
             slot.failures
                 .iter()
@@ -581,10 +584,11 @@ impl Master {
     }
 
     /// Admission under overload: a request is refused at once (429, `Retry-After`) when
-    /// some member's pool has so many calls queued that this one could not even start
-    /// before the request stops waiting (`deadline`: the latency target under
-    /// `strict_deadline`, else the late limit), so that it would fail anyway. The client
-    /// learns at once that it should back off, and the queue stops growing.
+    /// some member's pool has so many calls queued that this one, after its wait for a
+    /// slot, could not finish a typical call before the request stops waiting
+    /// (`deadline`: the latency target under `strict_deadline`, else the late limit), so
+    /// that it would fail anyway. The client learns at once that it should back off, and
+    /// the queue stops growing.
     fn admit(
         &self,
         task: &TaskTable,
@@ -598,7 +602,7 @@ impl Master {
             let Some(backlog) = self.registry.pool(model).and_then(|p| p.backlog()) else {
                 continue;
             };
-            if backlog.wait > target {
+            if backlog.wait + backlog.call > target {
                 metrics::counter!("cocktail_master_shed_total", "model" => model.clone())
                     .increment(1);
                 return Err(MasterError::Overloaded {

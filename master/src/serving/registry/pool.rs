@@ -60,13 +60,14 @@ impl Drop for Queued<'_> {
     }
 }
 
-/// How far behind a pool is: the calls waiting for its slots, its usable slots, and how
-/// long the last of those calls will wait for one.
+/// How far behind a pool is: the calls waiting for its slots, its usable slots, how
+/// long a new call would wait for one, and how long it then takes (a typical call).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backlog {
     pub queued: usize,
     pub slots: usize,
     pub wait: Duration,
+    pub call: Duration,
 }
 
 /// Requests whose batch sizes a pool remembers.
@@ -410,6 +411,7 @@ impl Pool {
             queued,
             slots,
             wait: typical.saturating_mul(rounds),
+            call: typical,
         })
     }
 
