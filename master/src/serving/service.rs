@@ -416,13 +416,25 @@ impl Master {
         let wait = waiting.elapsed();
         let task = &resolved.task;
         // A member missed when it gave no answer in time, or answered only after the
-        // answer was due (a request that waited for late members). Not when the ensemble
-        // was chosen knowing every member would be late (nothing the constraint may use
-        // fits its target, `waiting.all`): more instances cannot make those in time, so
-        // they must not drive the pool's reactive scaling (the simulator counts the same).
+        // answer was due (a request that waited for late members). A late answer of an
+        // ensemble chosen knowing every member would be late (nothing the constraint may
+        // use fits its target, `waiting.all`) is the pool's miss only while the pool has
+        // a full round of calls queued: otherwise more instances could not have made it,
+        // and it must not drive the pool's reactive scaling (the simulator does not count
+        // it either).
+        let queueing = |m: usize| {
+            self.registry
+                .pool(&task.models[m])
+                .and_then(|p| p.backlog())
+                .is_some_and(|b| b.queued >= b.slots)
+        };
         self.usage.record(slots.iter().flat_map(|slot| {
-            let late = !resolved.waiting.all && slot.finished > resolved.waiting.due;
-            let answered = slot.answer.as_ref().ok().map(|(m, _)| (*m, late));
+            let late = slot.finished > resolved.waiting.due;
+            let answered = slot
+                .answer
+                .as_ref()
+                .ok()
+                .map(|(m, _)| (*m, late && (!resolved.waiting.all || queueing(*m))));
             slot.failures
                 .iter()
                 .map(|(m, e)| (*m, matches!(e, MemberError::Deadline)))
