@@ -141,8 +141,10 @@ pub fn settings() -> String {
          does no more ({} labels at least). Cocktail (`TrackingConfig::cocktail`) also asks a choice to \
          clear the target by {} standard errors of the window; re-selects at once, on the last {} labels \
          only, when the served ensemble falls {} standard error below the target on them (a shift); \
-         forgets labels older than {} requests; and with fewer than {} labels serves the most accurate \
-         candidate by profile.",
+         forgets labels older than {} requests; with fewer than {} labels serves the most accurate \
+         candidate by profile; and when nothing meets the target, serves that candidate if it is within \
+         {} standard error of the most accurate choice on the window (this last rule was added after the \
+         first results: without it, cheap votes that were lucky on 50 labels served the NYT phase).",
         c.interval,
         c.window,
         c.max_members,
@@ -152,6 +154,7 @@ pub fn settings() -> String {
         c.shift_z,
         c.max_age.unwrap_or(0),
         c.min_items,
+        c.prefer_profile_z.unwrap_or(0.0),
     )
 }
 
@@ -240,10 +243,20 @@ pub fn runs() -> u64 {
     drift::runs() * crate::workload::drift::ALL.len() as u64
 }
 
-/// `page` with its drift section replaced by `section`.
+/// The heading of the section the full page puts after the drift section
+/// (`hetero::study`), where `--only drift` puts it on a page made before it existed.
+const NEXT_HEADING: &str = "## Mixed instance pools";
+
+/// `page` with its drift section replaced by `section`, or put where the full command
+/// puts it when the page has none yet.
 pub fn splice(page: &str, section: &str) -> anyhow::Result<String> {
     let (Some(begin), Some(end)) = (page.find(BEGIN), page.find(END)) else {
-        anyhow::bail!("results.md has no drift section to replace; run `cocktail results` in full");
+        let Some(next) = page.find(NEXT_HEADING) else {
+            anyhow::bail!(
+                "results.md has no drift section and no `{NEXT_HEADING}` to put one before; run `cocktail results` in full"
+            );
+        };
+        return Ok(format!("{}{section}\n{}", &page[..next], &page[next..]));
     };
     anyhow::ensure!(
         begin < end,
@@ -252,8 +265,8 @@ pub fn splice(page: &str, section: &str) -> anyhow::Result<String> {
     Ok(format!(
         "{}{}{}",
         &page[..begin],
-        section,
-        page[end + END.len()..].trim_start_matches('\n')
+        section.strip_suffix('\n').unwrap_or(section),
+        &page[end + END.len()..]
     ))
 }
 
@@ -284,5 +297,10 @@ mod tests {
         let new = format!("{BEGIN}\nnew\n{END}\n");
         assert_eq!(splice(&page, &new).unwrap(), format!("a\n{new}b\n"));
         assert!(splice("a\nb\n", &new).is_err());
+        let before = format!("a\n\n{NEXT_HEADING}\n");
+        assert_eq!(
+            splice(&before, &new).unwrap(),
+            format!("a\n\n{new}\n{NEXT_HEADING}\n")
+        );
     }
 }
