@@ -422,3 +422,42 @@ pub fn names(world: &World, members: &[usize]) -> String {
         .collect::<Vec<_>>()
         .join("+")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::drift::SENTIMENT_DOMAINS;
+
+    #[test]
+    fn labels_come_for_their_fraction_and_after_their_delay() {
+        let zoo = Zoo::load(Zoo::locate(None).unwrap()).unwrap();
+        let world = World::load(&zoo, "sentiment").unwrap();
+        let dw = DriftWorld::new(&zoo, &world, &SENTIMENT_DOMAINS).unwrap();
+        let every: f64 = world.candidates.iter().map(|c| c.latency_ms * 1000.0).sum();
+        let plain =
+            |fraction, delay_s| run(&dw, DriftScheme::Plain, Feedback { fraction, delay_s }, 1);
+        // A tenth of the requests are labelled (each costs a shadow call to every model).
+        let tenth = plain(0.1, 0.0);
+        assert!(
+            (tenth.shadow_us / every - 0.1).abs() < 0.01,
+            "{}",
+            tenth.shadow_us / every
+        );
+        // No labels, or labels that come after the run: the first choice serves
+        // throughout, and differs from what labels in time make of it.
+        let none = plain(0.0, 0.0);
+        let late = plain(1.0, 1e9);
+        let first = none.series.first().map(|s| s.2);
+        assert!(none.series.iter().all(|s| Some(s.2) == first));
+        assert_eq!(late.accuracy_met, none.accuracy_met);
+        assert_eq!(late.inference_us, none.inference_us);
+        let prompt = plain(1.0, 0.0);
+        assert_ne!(prompt.accuracy_met, none.accuracy_met);
+        // A 60 s delay changes what the tracker saw, so its choices.
+        assert_ne!(plain(1.0, 60.0).inference_us, prompt.inference_us);
+        // The oracle serves one choice per phase, the phase's.
+        let oracle = dw.oracle();
+        assert_eq!(oracle.len(), SENTIMENT_DOMAINS.phases.len());
+        assert!(oracle.iter().all(|m| !m.is_empty()));
+    }
+}
