@@ -23,6 +23,10 @@ use super::result::Outcomes;
 use super::schemes::infaas_choice;
 use crate::workload::drift::{Drift, GroupBy, Schedule};
 
+/// Requests after each phase change that [`DriftResult::accuracy_met_after_shifts`]
+/// counts: a third of a phase, five windows of 200.
+pub const AFTER_SHIFT: usize = 1000;
+
 /// Largest vote the oracle and the trackers consider.
 const MAX_MEMBERS: usize = 5;
 
@@ -128,6 +132,9 @@ pub struct DriftResult {
     pub inference_us: f64,
     /// Inference of the shadow calls on labelled requests, per request (µs).
     pub shadow_us: f64,
+    /// Accuracy met over the first [`AFTER_SHIFT`] requests of every phase but the very
+    /// first: how well a scheme gets through the shifts.
+    pub accuracy_met_after_shifts: f64,
     /// Re-selections the shift check started.
     pub shifts: u64,
     pub phases: Vec<PhaseResult>,
@@ -290,6 +297,8 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
     let (mut inference_ms, mut shadow_ms) = (0.0, 0.0);
     let mut series = Vec::new();
     let mut bucket_models = 0_u64;
+    // (requests, of which met) in the first requests after each phase change.
+    let mut after_shifts = (0_u64, 0_u64);
     let total = schedule.requests() as u64;
     for k in 0..total {
         let item = dw.drift.draw(&mut requests, k as usize);
@@ -312,6 +321,12 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
         models_total += members.len() as u64;
         bucket_models += members.len() as u64;
         inference_ms += members.iter().map(|&m| models[m].latency_ms).sum::<f64>();
+        if k as usize >= schedule.phase_requests
+            && (k as usize) % schedule.phase_requests.max(1) < AFTER_SHIFT
+        {
+            after_shifts.0 += 1;
+            after_shifts.1 += u64::from(met);
+        }
         if let Some(p) = phase_tally.get_mut(phase) {
             p.0 += 1;
             p.1 += u64::from(correct);
@@ -347,6 +362,7 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
         models_per_request: models_total as f64 / n,
         inference_us: inference_ms * 1000.0 / n,
         shadow_us: shadow_ms * 1000.0 / n,
+        accuracy_met_after_shifts: after_shifts.1 as f64 / after_shifts.0.max(1) as f64,
         shifts: tracker.as_ref().map_or(0, |t| t.shifts),
         phases: schedule
             .phases
