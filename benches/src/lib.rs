@@ -2,6 +2,7 @@
 //! reports and plots that compare the schemes (issue 6).
 
 pub mod autoscaling;
+pub mod drift_report;
 pub mod ensemble_gain;
 pub mod goals;
 pub mod hetero;

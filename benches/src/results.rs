@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::sim::{self, Failure, Scheme, SimConfig, SimResult, World, by_scheme};
 use crate::workload::HOP_MS;
 use crate::workload::Mix;
-use crate::{autoscaling, ensemble_gain, goals, hetero, plots, report, traces};
+use crate::{autoscaling, drift_report, ensemble_gain, goals, hetero, plots, report, traces};
 
 /// The paper's setting (Cocktail §5.2): one hour at 50 req/s.
 const HOUR: usize = 3600;
@@ -83,7 +83,7 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
     let twitter = trace("twitter", HOUR, PAPER_RATE)?;
     let bursty = trace("twitter", SCALED_DURATION, SCALED_RATE)?;
 
-    let runs = 5 * 5 + 2 + 2 + autoscaling::runs();
+    let runs = 5 * 5 + 2 + 2 + autoscaling::runs() + drift_report::runs();
     let bar = ProgressBar::new(runs).with_style(
         ProgressStyle::with_template("{msg:>32} [{bar:40}] {pos}/{len} runs ({elapsed})")?
             .progress_chars("=> "),
@@ -127,6 +127,7 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
             runner.run(&scaled, &c, "20 % failures")
         })
         .collect();
+    let drift = drift_report::generate(zoo, &plots_dir, &data_dir, SEED, &runner.bar)?;
     runner.bar.finish_and_clear();
 
     // Data files.
@@ -302,9 +303,15 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
     let wire = measured(out, WIRE, &WIRE_FRAGMENTS)?;
     std::fs::write(
         out.join("results.md"),
-        format!("{page}\n{mixed}\n{reliability}\n{wire}"),
+        format!("{page}\n{drift}\n{mixed}\n{reliability}\n{wire}"),
     )?;
     Ok(())
+}
+
+/// `cocktail results --only drift`: the drift section alone, spliced into
+/// `out/results.md` (the full command regenerates it too).
+pub fn generate_drift(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
+    drift_report::regenerate(zoo, out, SEED)
 }
 
 /// A fragment measured live: its title, its file under `out/measured/`, the tool that

@@ -15,6 +15,8 @@
 //! candidates when the window of labelled answers falls below the target and the recorded
 //! answers say an addition helps.
 
+pub mod drift;
+
 use cocktail_policy::selection::{Candidate, Constraint, Objective};
 
 /// One kind of request.

@@ -58,6 +58,10 @@ enum Command {
         /// Where results.md, results/ and plots/ go.
         #[arg(long, default_value = "docs")]
         out: PathBuf,
+        /// Regenerate one section only, spliced into the existing results.md:
+        /// `drift` (issue 34's drift schedules).
+        #[arg(long, value_parser = ["drift"])]
+        only: Option<String>,
     },
 }
 
@@ -73,10 +77,13 @@ fn main() -> ExitCode {
         Command::Profile(args) => profile::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),
         Command::Loadgen(args) => loadgen::run(cli.zoo.as_deref(), &args),
         Command::Sim(args) => sim::run(cli.zoo.as_deref(), &args),
-        Command::Results { out } => cocktail_common::Zoo::locate(cli.zoo.as_deref())
+        Command::Results { out, only } => cocktail_common::Zoo::locate(cli.zoo.as_deref())
             .and_then(cocktail_common::Zoo::load)
             .map_err(anyhow::Error::from)
-            .and_then(|zoo| cocktail_benches::results::generate(&zoo, &out)),
+            .and_then(|zoo| match only.as_deref() {
+                Some(_) => cocktail_benches::results::generate_drift(&zoo, &out),
+                None => cocktail_benches::results::generate(&zoo, &out),
+            }),
         Command::Keys(args) => keys::run(&args),
         Command::Zoo(args) => zoo::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),
         Command::Up(args) => up::run(cli.zoo.as_deref(), cli.ort_lib.as_deref(), &args),

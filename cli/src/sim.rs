@@ -4,10 +4,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use cocktail_benches::report;
+use cocktail_benches::sim::drift::DriftWorld;
 use cocktail_benches::sim::{self, Autoscaler, Failure, Scheme, SimConfig, World};
 use cocktail_benches::traces::{self, FileFormat};
 use cocktail_benches::workload::Mix;
+use cocktail_benches::workload::drift;
+use cocktail_benches::{drift_report, report};
 use cocktail_common::Zoo;
 use cocktail_policy::predict::Statistical;
 use cocktail_policy::selection::Rule;
@@ -124,6 +126,15 @@ pub struct SimArgs {
     /// Write results.json, results.csv and results.md here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Replay a drift schedule instead of a trace: every selection scheme (InFaaS,
+    /// always-best, plain re-selection, Cocktail's tracking, the oracle) under every
+    /// label setting, on the schedule's task (the trace flags other than --seed are
+    /// ignored).
+    #[arg(
+        long,
+        value_parser = clap::builder::PossibleValuesParser::new(drift::ALL.map(|s| s.name))
+    )]
+    pub drift: Option<String>,
 }
 
 pub fn configs(args: &SimArgs, rates: &[f64]) -> anyhow::Result<Vec<SimConfig>> {
@@ -163,6 +174,9 @@ pub fn configs(args: &SimArgs, rates: &[f64]) -> anyhow::Result<Vec<SimConfig>> 
 
 pub fn run(zoo_path: Option<&Path>, args: &SimArgs) -> anyhow::Result<()> {
     let zoo = Zoo::load(Zoo::locate(zoo_path)?)?;
+    if let Some(name) = &args.drift {
+        return run_drift(&zoo, name, args);
+    }
     let world =
         World::load(&zoo, &args.trace.task)?.with_latency_scale(args.trace.latency_scale()?);
     let rates = args.trace.rates()?;
@@ -194,6 +208,31 @@ pub fn run(zoo_path: Option<&Path>, args: &SimArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         std::fs::write(out.join("results.md"), &table)?;
         std::fs::write(out.join("results.csv"), report::csv(&results)?)?;
+        std::fs::write(
+            out.join("results.json"),
+            serde_json::to_string_pretty(&results)?,
+        )?;
+    }
+    Ok(())
+}
+
+/// `--drift`: the drift comparison of one schedule, as the results page shows it.
+fn run_drift(zoo: &Zoo, name: &str, args: &SimArgs) -> anyhow::Result<()> {
+    let schedule =
+        drift::named(name).with_context(|| format!("`--drift`: no schedule `{name}`"))?;
+    let world = World::load(zoo, schedule.task)?;
+    let bound = DriftWorld::new(zoo, &world, schedule)?;
+    let bar = ProgressBar::new(sim::drift::runs()).with_style(
+        ProgressStyle::with_template("{msg:>40} [{bar:40}] {pos}/{len} runs ({elapsed})")?
+            .progress_chars("=> "),
+    );
+    let results = sim::drift::compare(&bound, args.trace.seed, Some(&bar));
+    bar.finish_and_clear();
+    let table = drift_report::section(&bound, &results);
+    println!("{table}");
+    if let Some(out) = &args.out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        std::fs::write(out.join("results.md"), &table)?;
         std::fs::write(
             out.join("results.json"),
             serde_json::to_string_pretty(&results)?,

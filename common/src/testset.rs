@@ -136,6 +136,29 @@ pub fn read_idx_labels(path: &Path) -> Result<Vec<usize>, CommonError> {
     Ok(bytes[8..].iter().map(|&l| usize::from(l)).collect())
 }
 
+/// The `source` column of a task's TSV test set (the sentiment set's domains), one per
+/// item in the order the recorded predictions use; `None` for a test set without one
+/// (IDX images).
+pub fn sources(zoo: &Zoo, task: &str) -> Result<Option<Vec<String>>, CommonError> {
+    let spec = zoo.task(task)?;
+    let Some(TestSetSpec::Tsv { path }) = &spec.test_set else {
+        return Ok(None);
+    };
+    let path = zoo.resolve(path);
+    let text = std::fs::read_to_string(&path).map_err(|e| CommonError::io(&path, e))?;
+    let mut sources = Vec::new();
+    for (n, line) in text.lines().skip(1).enumerate() {
+        let Some(source) = line.split('\t').nth(1) else {
+            return Err(CommonError::format(
+                &path,
+                format!("line {} has no source field", n + 2),
+            ));
+        };
+        sources.push(source.to_owned());
+    }
+    Ok(Some(sources))
+}
+
 /// Reads `label\tsource\ttext` lines after a header. The text never holds a tab (the
 /// training script replaces them), so splitting on the first two tabs is exact.
 pub fn read_tsv(path: &Path) -> Result<TestSet, CommonError> {

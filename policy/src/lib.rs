@@ -15,4 +15,5 @@ pub mod predict;
 pub mod response;
 pub mod ribbon;
 pub mod selection;
+pub mod tracking;
 pub mod voting;

@@ -19,6 +19,7 @@
 mod ask;
 pub mod cluster;
 mod config;
+pub mod drift;
 mod fleet;
 mod result;
 mod schemes;

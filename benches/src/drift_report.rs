@@ -1,0 +1,378 @@
+//! The drift section of the results page (issue 34): each schedule, the oracle's choice
+//! per phase, and the selection schemes under every label setting, from
+//! [`crate::sim::drift`].
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use cocktail_policy::tracking::TrackingConfig;
+
+use crate::plots;
+use crate::sim::drift::{self, DriftResult, DriftScheme, DriftWorld, Feedback};
+
+/// "100 % of labels after 0 s".
+fn feedback_name(f: Feedback) -> String {
+    format!("{} % of labels after {} s", f.fraction * 100.0, f.delay_s)
+}
+
+/// The run of `scheme` with feedback `f` (the schemes that learn nothing ran once).
+fn find(results: &[DriftResult], scheme: DriftScheme, f: Feedback) -> Option<&DriftResult> {
+    let learns = matches!(scheme, DriftScheme::Plain | DriftScheme::Cocktail);
+    results
+        .iter()
+        .find(|r| r.scheme == scheme.name() && (!learns || r.feedback == f))
+}
+
+/// The section for one schedule's results.
+pub fn section(dw: &DriftWorld<'_>, results: &[DriftResult]) -> String {
+    let schedule = dw.drift.schedule;
+    let world = dw.world;
+    let mut s = String::new();
+    let phases: Vec<&str> = schedule.phases.iter().map(|p| p.name).collect();
+    let _ = writeln!(
+        s,
+        "### `{}`\n\n{} test set, second half; phases {} ({} requests each, the first {} of each phase \
+         after the first blending from the previous one), {} rounds: {} requests at {:.2} req/s. \
+         Target accuracy {}, any model's latency.\n",
+        schedule.name,
+        schedule.task,
+        phases.join(" → "),
+        schedule.phase_requests,
+        schedule.blend_requests,
+        schedule.rounds,
+        schedule.requests(),
+        schedule.rate,
+        schedule.target,
+    );
+    let oracle = dw.oracle();
+    let infaas = results
+        .iter()
+        .find(|r| r.scheme == DriftScheme::Infaas.name());
+    let _ = writeln!(
+        s,
+        "The oracle serves, per phase: {}.{} The oracle is the issue's: the cheapest choice whose \
+         accuracy on the phase's items meets the target, so its window of 200 sits near the target and \
+         meets it little more often than not; a choice that clears the target by a margin (always-best, \
+         where the most accurate model does) meets it more often.\n",
+        schedule
+            .phases
+            .iter()
+            .zip(&oracle)
+            .map(|(p, m)| format!("{} `{}`", p.name, drift::names(world, m)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        infaas.map_or(String::new(), |_| format!(
+            " InFaaS serves `{}` throughout.",
+            infaas_name(dw)
+        ))
+    );
+    for &f in &drift::FEEDBACK {
+        let _ = writeln!(
+            s,
+            "{}:\n\n| scheme | accuracy met | after shifts | accuracy | models/request | inference µs/request | shadow µs/request | shift re-selections |\n|---|---:|---:|---:|---:|---:|---:|---:|",
+            feedback_name(f)
+        );
+        for scheme in DriftScheme::ALL {
+            let Some(r) = find(results, scheme, f) else {
+                continue;
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {:.1} % | {:.1} % | {:.2} % | {:.2} | {:.1} | {:.1} | {} |",
+                r.scheme,
+                r.accuracy_met * 100.0,
+                r.accuracy_met_after_shifts * 100.0,
+                r.accuracy * 100.0,
+                r.models_per_request,
+                r.inference_us,
+                r.shadow_us,
+                r.shifts
+            );
+        }
+        if let Some(c) = find(results, DriftScheme::Cocktail, f) {
+            let against: Vec<String> = [
+                DriftScheme::Plain,
+                DriftScheme::Infaas,
+                DriftScheme::AlwaysBest,
+                DriftScheme::Oracle,
+            ]
+            .into_iter()
+            .filter_map(|other| find(results, other, f))
+            .map(|o| {
+                let ratio = |a: f64, b: f64| {
+                    if b > 0.0 {
+                        format!("{:.2}x", a / b)
+                    } else {
+                        "-".into()
+                    }
+                };
+                format!(
+                    "{} {:+.1} points at {} its inference ({} with the shadow calls)",
+                    o.scheme,
+                    (c.accuracy_met - o.accuracy_met) * 100.0,
+                    ratio(c.inference_us, o.inference_us),
+                    ratio(c.inference_us + c.shadow_us, o.inference_us + o.shadow_us),
+                )
+            })
+            .collect();
+            let _ = writeln!(
+                s,
+                "\nCocktail's accuracy met against {}.\n",
+                against.join("; ")
+            );
+        }
+    }
+    let full = drift::FEEDBACK[0];
+    let _ = writeln!(
+        s,
+        "Accuracy met per phase ({}):\n\n| scheme | {} |\n|---|{}",
+        feedback_name(full),
+        phases.join(" | "),
+        "---:|".repeat(phases.len())
+    );
+    for scheme in DriftScheme::ALL {
+        if let Some(r) = find(results, scheme, full) {
+            let cells: Vec<String> = r
+                .phases
+                .iter()
+                .map(|p| format!("{:.1} %", p.accuracy_met * 100.0))
+                .collect();
+            let _ = writeln!(s, "| {} | {} |", r.scheme, cells.join(" | "));
+        }
+    }
+    s.push_str(&goals(schedule.name, results));
+    s
+}
+
+/// Issue 34's goals for Cocktail on a drift schedule that this replay can judge, per
+/// label setting: over InFaaS, 25 points more accuracy met on `sentiment-domains` and at
+/// least half the oracle's lead on the others; more than plain re-selection at no more
+/// cost (inference, shadow calls apart: both make the same ones).
+fn goals(schedule: &str, results: &[DriftResult]) -> String {
+    let sentiment = schedule == crate::workload::drift::SENTIMENT_DOMAINS.name;
+    let mut s = format!(
+        "\nIssue 34's goals, per label setting:\n\n| labels | {} | more than plain re-selection | at no more inference |\n|---|---|---|---|\n",
+        if sentiment {
+            "≥ 25 points over InFaaS"
+        } else {
+            "over InFaaS, ≥ half the oracle's lead"
+        }
+    );
+    let oracle_lead = match (
+        find(results, DriftScheme::Oracle, drift::FEEDBACK[0]),
+        find(results, DriftScheme::Infaas, drift::FEEDBACK[0]),
+    ) {
+        (Some(o), Some(i)) => (o.accuracy_met - i.accuracy_met) * 100.0,
+        _ => f64::NAN,
+    };
+    let needed = if sentiment { 25.0 } else { oracle_lead / 2.0 };
+    let verdict = |met: bool, by: String| format!("{} ({by})", if met { "met" } else { "missed" });
+    for &f in &drift::FEEDBACK {
+        let (Some(c), Some(i), Some(p)) = (
+            find(results, DriftScheme::Cocktail, f),
+            find(results, DriftScheme::Infaas, f),
+            find(results, DriftScheme::Plain, f),
+        ) else {
+            continue;
+        };
+        let over_infaas = (c.accuracy_met - i.accuracy_met) * 100.0;
+        let over_plain = (c.accuracy_met - p.accuracy_met) * 100.0;
+        let cost = c.inference_us / p.inference_us.max(f64::MIN_POSITIVE);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            feedback_name(f),
+            verdict(
+                over_infaas >= needed,
+                format!("{over_infaas:+.1} points; needed {needed:+.1}")
+            ),
+            verdict(over_plain > 0.0, format!("{over_plain:+.1} points")),
+            verdict(cost <= 1.0, format!("{cost:.2}x")),
+        );
+    }
+    s
+}
+
+fn infaas_name(dw: &DriftWorld<'_>) -> String {
+    let models = &dw.world.candidates;
+    drift::names(
+        dw.world,
+        &[crate::sim::infaas_choice(models, &dw.constraint())],
+    )
+}
+
+/// How Cocktail's tracking and the plain re-selection are set, for the page.
+pub fn settings() -> String {
+    let c = TrackingConfig::cocktail();
+    format!(
+        "Both re-select every {} requests on their last {} labelled items (each with every candidate's \
+         answer, from shadow calls on labelled requests: their inference is the `shadow` column, kept out \
+         of models/request), choosing the cheapest single model or odd vote of up to {} that meets the \
+         target on those items, else the most accurate on them (`policy::tracking`). Plain re-selection \
+         does no more. Cocktail (`TrackingConfig::cocktail`) also asks a choice to \
+         clear the target by {} standard errors of the window; re-selects at once, on the last {} labels \
+         only, when the served ensemble falls {} standard error below the target on them (a shift); \
+         forgets labels older than {} requests; with fewer than {} labels serves the most accurate \
+         candidate by profile; and when nothing meets the target, serves that candidate if it is within \
+         {} standard error of the most accurate choice on the window (this last rule was added after the \
+         first results: without it, cheap votes that were lucky on 50 labels served the NYT phase).",
+        c.interval,
+        c.window,
+        c.max_members,
+        c.margin_z,
+        c.recent,
+        c.shift_z,
+        c.max_age.unwrap_or(0),
+        c.min_items,
+        c.prefer_profile_z.unwrap_or(0.0),
+    )
+}
+
+/// The plot of the windowed accuracy over requests, every scheme at full, immediate labels.
+pub fn plot(path: &Path, dw: &DriftWorld<'_>, results: &[DriftResult]) -> anyhow::Result<()> {
+    let full = drift::FEEDBACK[0];
+    let series: Vec<(String, Vec<(f64, f64)>)> = DriftScheme::ALL
+        .iter()
+        .filter_map(|&scheme| find(results, scheme, full))
+        .map(|r| {
+            (
+                r.scheme.clone(),
+                r.series
+                    .iter()
+                    .map(|&(k, accuracy, _)| (k as f64 / 1000.0, accuracy))
+                    .collect(),
+            )
+        })
+        .collect();
+    plots::lines(
+        path,
+        &format!(
+            "{}: accuracy of the last 200 answers (target {})",
+            dw.drift.schedule.name, dw.drift.schedule.target
+        ),
+        "thousand requests",
+        "window accuracy",
+        &series,
+        None,
+    )
+}
+
+/// Marks the drift section in results.md, so that `cocktail results --only drift` can
+/// replace it alone.
+const BEGIN: &str =
+    "<!-- drift: generated by `cocktail results`, or alone by `cocktail results --only drift` -->";
+const END: &str = "<!-- /drift -->";
+
+/// Runs every drift schedule, writes its JSON and plot, and returns the page's section
+/// (between its markers).
+pub fn generate(
+    zoo: &cocktail_common::Zoo,
+    plots_dir: &Path,
+    data_dir: &Path,
+    seed: u64,
+    bar: &indicatif::ProgressBar,
+) -> anyhow::Result<String> {
+    let mut s = format!(
+        "{BEGIN}\n## Drift: traffic that changes (issue 34)\n\n\
+         Not the trace simulator: each schedule (`benches/src/workload/drift.rs`, fixed before any result \
+         was seen) is replayed request by request on the recorded answers (`benches/src/sim/drift.rs`, \
+         `cocktail sim --drift NAME`), one constraint, no instances or queues; cost is the members' summed \
+         profiled inference time. Labels come back for a share of the requests after a delay (at the \
+         schedule's rate). Accuracy met is the share of requests whose last 200 answers met the target; `after shifts`, the \
+         same over the first {} requests of every phase but the first. \
+         {}\n\n",
+        drift::AFTER_SHIFT,
+        settings()
+    );
+    for schedule in crate::workload::drift::ALL {
+        let world = crate::sim::World::load(zoo, schedule.task)?;
+        let bound = DriftWorld::new(zoo, &world, schedule)?;
+        let results = drift::compare(&bound, seed, Some(bar));
+        let file = schedule.name.replace('-', "_");
+        std::fs::write(
+            data_dir.join(format!("drift_{file}.json")),
+            serde_json::to_string_pretty(&results)?,
+        )?;
+        plot(
+            &plots_dir.join(format!("drift_{file}.png")),
+            &bound,
+            &results,
+        )?;
+        let _ = writeln!(
+            s,
+            "{}\n![{}](plots/drift_{file}.png)\n",
+            section(&bound, &results),
+            schedule.name
+        );
+    }
+    s.push_str(END);
+    s.push('\n');
+    Ok(s)
+}
+
+/// Runs in [`generate`].
+pub fn runs() -> u64 {
+    drift::runs() * crate::workload::drift::ALL.len() as u64
+}
+
+/// The heading of the section the full page puts after the drift section
+/// (`hetero::study`), where `--only drift` puts it on a page made before it existed.
+const NEXT_HEADING: &str = "## Mixed instance pools";
+
+/// `page` with its drift section replaced by `section`, or put where the full command
+/// puts it when the page has none yet.
+pub fn splice(page: &str, section: &str) -> anyhow::Result<String> {
+    let (Some(begin), Some(end)) = (page.find(BEGIN), page.find(END)) else {
+        let Some(next) = page.find(NEXT_HEADING) else {
+            anyhow::bail!(
+                "results.md has no drift section and no `{NEXT_HEADING}` to put one before; run `cocktail results` in full"
+            );
+        };
+        return Ok(format!("{}{section}\n{}", &page[..next], &page[next..]));
+    };
+    anyhow::ensure!(
+        begin < end,
+        "results.md: the drift markers are out of order"
+    );
+    Ok(format!(
+        "{}{}{}",
+        &page[..begin],
+        section.strip_suffix('\n').unwrap_or(section),
+        &page[end + END.len()..]
+    ))
+}
+
+/// `cocktail results --only drift`: the drift section of `out/results.md` alone.
+pub fn regenerate(zoo: &cocktail_common::Zoo, out: &Path, seed: u64) -> anyhow::Result<()> {
+    let bar = indicatif::ProgressBar::new(runs()).with_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg:>40} [{bar:40}] {pos}/{len} runs ({elapsed})",
+        )?
+        .progress_chars("=> "),
+    );
+    let page_path = out.join("results.md");
+    let page = std::fs::read_to_string(&page_path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", page_path.display()))?;
+    let section = generate(zoo, &out.join("plots"), &out.join("results"), seed, &bar)?;
+    bar.finish_and_clear();
+    std::fs::write(&page_path, splice(&page, &section)?)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splice_replaces_only_the_drift_section() {
+        let page = format!("a\n{BEGIN}\nold\n{END}\nb\n");
+        let new = format!("{BEGIN}\nnew\n{END}\n");
+        assert_eq!(splice(&page, &new).unwrap(), format!("a\n{new}b\n"));
+        assert!(splice("a\nb\n", &new).is_err());
+        let before = format!("a\n\n{NEXT_HEADING}\n");
+        assert_eq!(
+            splice(&before, &new).unwrap(),
+            format!("a\n\n{new}\n{NEXT_HEADING}\n")
+        );
+    }
+}

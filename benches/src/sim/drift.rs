@@ -1,0 +1,479 @@
+//! `cocktail sim --drift`: the selection schemes on a drift schedule
+//! ([`crate::workload::drift`]), replayed request by request on the zoo's recorded answers,
+//! with labels that come back for a share of the requests after a delay (issue 34).
+//!
+//! What it models: one constraint (an accuracy target, a latency every model meets), the
+//! scheme's choice of members per request, their plain-majority vote, the §6.1 window of
+//! 200 answers for "accuracy met", and feedback. What it leaves out: instances, queueing
+//! and prices (the trace simulator, [`super::run`], has those); cost here is the
+//! members' summed profiled inference time per request. The tracking schemes need every
+//! candidate's answer on a labelled request (the master's shadow calls): that inference
+//! is reported apart, as `shadow`, and not in `models/request`.
+
+use cocktail_common::Zoo;
+use cocktail_policy::estimate::combinations;
+use cocktail_policy::selection::{self, Constraint, Objective};
+use cocktail_policy::tracking::{Tracker, TrackingConfig};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use super::World;
+use super::result::Outcomes;
+use super::schemes::infaas_choice;
+use crate::workload::drift::{Drift, GroupBy, Schedule};
+
+/// Requests after each phase change that [`DriftResult::accuracy_met_after_shifts`]
+/// counts: a third of a phase, five windows of 200.
+pub const AFTER_SHIFT: usize = 1000;
+
+/// Largest vote the oracle and the trackers consider.
+const MAX_MEMBERS: usize = 5;
+
+/// The schemes compared on a drift schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+pub enum DriftScheme {
+    /// One model chosen once from the profile (InFaaS).
+    #[value(name = "InFaaS")]
+    Infaas,
+    /// Always the most accurate model by profile.
+    #[value(name = "always-best")]
+    AlwaysBest,
+    /// Re-selection every 100 requests on the last 200 labels, no more.
+    #[value(name = "plain")]
+    Plain,
+    /// `policy::tracking` with Cocktail's settings.
+    #[value(name = "Cocktail")]
+    Cocktail,
+    /// Knows each phase and serves its cheapest single model or vote that meets the
+    /// target on the phase's scored items.
+    #[value(name = "oracle")]
+    Oracle,
+}
+
+impl DriftScheme {
+    pub const ALL: [Self; 5] = [
+        Self::Infaas,
+        Self::AlwaysBest,
+        Self::Plain,
+        Self::Cocktail,
+        Self::Oracle,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Infaas => "InFaaS",
+            Self::AlwaysBest => "always-best",
+            Self::Plain => "plain re-selection",
+            Self::Cocktail => "Cocktail (tracking)",
+            Self::Oracle => "oracle",
+        }
+    }
+}
+
+/// Which labels come back, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Feedback {
+    /// The share of requests that get a label.
+    pub fraction: f64,
+    /// Seconds from a request to its label (at the schedule's rate).
+    pub delay_s: f64,
+}
+
+/// The label settings issue 34 asks to report.
+pub const FEEDBACK: [Feedback; 6] = [
+    Feedback {
+        fraction: 1.0,
+        delay_s: 0.0,
+    },
+    Feedback {
+        fraction: 1.0,
+        delay_s: 60.0,
+    },
+    Feedback {
+        fraction: 0.1,
+        delay_s: 0.0,
+    },
+    Feedback {
+        fraction: 0.1,
+        delay_s: 60.0,
+    },
+    Feedback {
+        fraction: 0.01,
+        delay_s: 0.0,
+    },
+    Feedback {
+        fraction: 0.01,
+        delay_s: 60.0,
+    },
+];
+
+/// One phase's figures (all its occurrences together).
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseResult {
+    pub name: String,
+    pub accuracy: f64,
+    pub accuracy_met: f64,
+    pub models_per_request: f64,
+}
+
+/// One scheme's run on a schedule.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriftResult {
+    pub schedule: String,
+    pub scheme: String,
+    pub feedback: Feedback,
+    pub requests: u64,
+    pub accuracy: f64,
+    /// The share of requests whose last 200 answers met the target.
+    pub accuracy_met: f64,
+    pub models_per_request: f64,
+    /// The members' summed profiled inference time per request (µs).
+    pub inference_us: f64,
+    /// Inference of the shadow calls on labelled requests, per request (µs).
+    pub shadow_us: f64,
+    /// Accuracy met over the first [`AFTER_SHIFT`] requests of every phase but the very
+    /// first: how well a scheme gets through the shifts.
+    pub accuracy_met_after_shifts: f64,
+    /// Re-selections the shift check started.
+    pub shifts: u64,
+    pub phases: Vec<PhaseResult>,
+    /// Per 100 requests: (request, window accuracy, models per request).
+    pub series: Vec<(u64, f64, f64)>,
+}
+
+/// A schedule bound to a task: the world, the draw, and each item's group.
+#[derive(Debug)]
+pub struct DriftWorld<'a> {
+    pub world: &'a World,
+    pub drift: Drift,
+    /// The scored items of each phase, with their weight in the phase.
+    phase_items: Vec<Vec<(usize, f64)>>,
+}
+
+impl<'a> DriftWorld<'a> {
+    /// Binds `schedule` to `world` (the task's models and recorded answers).
+    pub fn new(zoo: &Zoo, world: &'a World, schedule: &'static Schedule) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            world.task == schedule.task,
+            "schedule `{}` draws from task `{}`, not `{}`",
+            schedule.name,
+            schedule.task,
+            world.task
+        );
+        let groups: Vec<String> = match schedule.group_by {
+            GroupBy::Source => cocktail_common::testset::sources(zoo, &world.task)?
+                .ok_or_else(|| anyhow::anyhow!("task `{}` has no sources", world.task))?,
+            GroupBy::Class => {
+                let names = &zoo.task(&world.task)?.labels;
+                world
+                    .labels
+                    .iter()
+                    .map(|&l| names.get(usize::from(l)).cloned().unwrap_or_default())
+                    .collect()
+            }
+        };
+        anyhow::ensure!(
+            groups.len() == world.labels.len(),
+            "{} test items but {} recorded answers",
+            groups.len(),
+            world.labels.len()
+        );
+        let (first, n) = world.scored_items();
+        let scored = first..first + n;
+        let drift = Drift::new(schedule, scored.clone(), |i| groups.get(i).cloned())?;
+        let phase_items = schedule
+            .phases
+            .iter()
+            .map(|phase| {
+                let total: f64 = phase.shares.iter().map(|(_, s)| s).sum();
+                phase
+                    .shares
+                    .iter()
+                    .flat_map(|&(group, share)| {
+                        let items: Vec<usize> = scored
+                            .clone()
+                            .filter(|&i| groups.get(i).map(String::as_str) == Some(group))
+                            .collect();
+                        let weight = share / total / items.len().max(1) as f64;
+                        items.into_iter().map(move |i| (i, weight))
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(Self {
+            world,
+            drift,
+            phase_items,
+        })
+    }
+
+    /// The schedule's one constraint: its target, any model's latency.
+    pub fn constraint(&self) -> Constraint {
+        Constraint {
+            latency_ms: f64::INFINITY,
+            accuracy: self.drift.schedule.target,
+            objective: Objective::Accuracy,
+        }
+    }
+
+    /// The oracle's choice per phase: the cheapest single model or odd vote whose
+    /// accuracy on the phase's scored items meets the target; else the most accurate.
+    pub fn oracle(&self) -> Vec<Vec<usize>> {
+        let models = &self.world.candidates;
+        let all: Vec<usize> = (0..models.len()).collect();
+        let cost = |m: &[usize]| -> f64 { m.iter().map(|&k| models[k].latency_ms).sum() };
+        let target = self.drift.schedule.target;
+        self.phase_items
+            .iter()
+            .map(|items| {
+                let mut choices: Vec<(Vec<usize>, f64)> = (1..=MAX_MEMBERS.min(all.len()))
+                    .step_by(2)
+                    .flat_map(|k| combinations(&all, k))
+                    .map(|m| {
+                        let accuracy = items
+                            .iter()
+                            .map(|&(item, w)| w * f64::from(u8::from(self.correct(&m, item))))
+                            .sum::<f64>();
+                        (m, accuracy)
+                    })
+                    .collect();
+                choices.sort_by(|a, b| cost(&a.0).total_cmp(&cost(&b.0)));
+                choices
+                    .iter()
+                    .find(|(_, a)| *a >= target)
+                    .or_else(|| choices.iter().max_by(|a, b| a.1.total_cmp(&b.1)))
+                    .map(|(m, _)| m.clone())
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    /// Whether the plain majority of `members` is right on `item`.
+    fn correct(&self, members: &[usize], item: usize) -> bool {
+        let answers = members.iter().filter_map(|&m| {
+            let class = *self.world.answers.get(m)?.get(item)?;
+            Some((class, self.world.accuracy.get(m).copied().unwrap_or(0.0)))
+        });
+        let mut tally = Vec::new();
+        cocktail_policy::estimate::majority_vote(answers, &mut tally)
+            == self.world.labels.get(item).copied()
+    }
+}
+
+/// Runs `scheme` on the schedule with `feedback`. Every scheme sees the same requests
+/// and the same labelled ones for the same seed.
+pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u64) -> DriftResult {
+    let world = dw.world;
+    let schedule = dw.drift.schedule;
+    let models = &world.candidates;
+    let constraint = dw.constraint();
+    let mut requests = SmallRng::seed_from_u64(seed);
+    let mut labels = SmallRng::seed_from_u64(seed ^ 0x1ABE1);
+    let delay = (feedback.delay_s * schedule.rate).ceil() as u64;
+    let best = selection::candidates(models, &constraint)
+        .into_iter()
+        .max_by(|&a, &b| models[a].accuracy.total_cmp(&models[b].accuracy))
+        .unwrap_or(0);
+    let oracle = dw.oracle();
+    let first = match scheme {
+        DriftScheme::Infaas => vec![infaas_choice(models, &constraint)],
+        DriftScheme::Oracle => oracle.first().cloned().unwrap_or_default(),
+        // The trackers start where O1 would: nothing labelled yet.
+        _ => selection::initial(models, &constraint, Some(&world.recorded)),
+    };
+    let mut tracker = match scheme {
+        DriftScheme::Plain => Some(Tracker::new(TrackingConfig::plain(), first.clone())),
+        DriftScheme::Cocktail => Some(Tracker::new(TrackingConfig::cocktail(), first.clone())),
+        _ => None,
+    };
+    let all: Vec<usize> = selection::candidates(models, &constraint);
+    let shadow_cost: f64 = all.iter().map(|&m| models[m].latency_ms).sum();
+    let mut pending: std::collections::VecDeque<(u64, u64, usize)> = Default::default();
+    let mut window = Outcomes::default();
+    let n_phases = schedule.phases.len();
+    let mut phase_tally = vec![(0_u64, 0_u64, 0_u64, 0_u64); n_phases];
+    let (mut correct_total, mut met_total, mut models_total) = (0_u64, 0_u64, 0_u64);
+    let (mut inference_ms, mut shadow_ms) = (0.0, 0.0);
+    let mut series = Vec::new();
+    let mut bucket_models = 0_u64;
+    // (requests, of which met) in the first requests after each phase change.
+    let mut after_shifts = (0_u64, 0_u64);
+    let total = schedule.requests() as u64;
+    for k in 0..total {
+        let item = dw.drift.draw(&mut requests, k as usize);
+        let phase = schedule.phase_of(k as usize);
+        // Labels due by now reach the tracker before this request is served.
+        if let Some(t) = &mut tracker {
+            deliver(&mut pending, k, t, world, &all);
+        }
+        let members: Vec<usize> = match (scheme, &tracker) {
+            (_, Some(t)) => t.members().to_vec(),
+            (DriftScheme::Infaas, _) => first.clone(),
+            (DriftScheme::AlwaysBest, _) => vec![best],
+            _ => oracle.get(phase).cloned().unwrap_or_default(),
+        };
+        let correct = dw.correct(&members, item);
+        window.push(correct);
+        let met = window.accuracy() >= constraint.accuracy;
+        correct_total += u64::from(correct);
+        met_total += u64::from(met);
+        models_total += members.len() as u64;
+        bucket_models += members.len() as u64;
+        inference_ms += members.iter().map(|&m| models[m].latency_ms).sum::<f64>();
+        if k as usize >= schedule.phase_requests
+            && (k as usize) % schedule.phase_requests.max(1) < AFTER_SHIFT
+        {
+            after_shifts.0 += 1;
+            after_shifts.1 += u64::from(met);
+        }
+        if let Some(p) = phase_tally.get_mut(phase) {
+            p.0 += 1;
+            p.1 += u64::from(correct);
+            p.2 += u64::from(met);
+            p.3 += members.len() as u64;
+        }
+        // Served: request k is number k + 1.
+        let served_at = k + 1;
+        // Drawn for every scheme, so that all see the same labelled requests.
+        let labelled = labels.random::<f64>() < feedback.fraction;
+        if let Some(t) = &mut tracker {
+            if labelled {
+                shadow_ms += shadow_cost;
+                pending.push_back((k + delay, served_at, item));
+            }
+            // A label with no delay is in before the next request.
+            deliver(&mut pending, k, t, world, &all);
+            t.served(models, &constraint);
+        }
+        if served_at.is_multiple_of(100) {
+            series.push((served_at, window.accuracy(), bucket_models as f64 / 100.0));
+            bucket_models = 0;
+        }
+    }
+    let n = total.max(1) as f64;
+    DriftResult {
+        schedule: schedule.name.to_owned(),
+        scheme: scheme.name().to_owned(),
+        feedback,
+        requests: total,
+        accuracy: correct_total as f64 / n,
+        accuracy_met: met_total as f64 / n,
+        models_per_request: models_total as f64 / n,
+        inference_us: inference_ms * 1000.0 / n,
+        shadow_us: shadow_ms * 1000.0 / n,
+        accuracy_met_after_shifts: after_shifts.1 as f64 / after_shifts.0.max(1) as f64,
+        shifts: tracker.as_ref().map_or(0, |t| t.shifts),
+        phases: schedule
+            .phases
+            .iter()
+            .zip(&phase_tally)
+            .map(|(p, &(requests, correct, met, members))| {
+                let r = requests.max(1) as f64;
+                PhaseResult {
+                    name: p.name.to_owned(),
+                    accuracy: correct as f64 / r,
+                    accuracy_met: met as f64 / r,
+                    models_per_request: members as f64 / r,
+                }
+            })
+            .collect(),
+        series,
+    }
+}
+
+/// Hands the tracker the labels due by request `k`: (due, served at, item), in order.
+fn deliver(
+    pending: &mut std::collections::VecDeque<(u64, u64, usize)>,
+    k: u64,
+    tracker: &mut Tracker,
+    world: &World,
+    asked: &[usize],
+) {
+    while let Some(&(due, served_at, item)) = pending.front() {
+        if due > k {
+            break;
+        }
+        pending.pop_front();
+        tracker.label(served_at, world.labelled(item, asked));
+    }
+}
+
+/// Every scheme under every label setting of [`FEEDBACK`] (the label-free schemes once,
+/// as labels do not change them), advancing `bar` per run.
+pub fn compare(
+    dw: &DriftWorld<'_>,
+    seed: u64,
+    bar: Option<&indicatif::ProgressBar>,
+) -> Vec<DriftResult> {
+    let mut results = Vec::new();
+    for (k, &feedback) in FEEDBACK.iter().enumerate() {
+        for scheme in DriftScheme::ALL {
+            let learns = matches!(scheme, DriftScheme::Plain | DriftScheme::Cocktail);
+            if k > 0 && !learns {
+                continue;
+            }
+            if let Some(bar) = bar {
+                bar.set_message(format!("{}: {}", dw.drift.schedule.name, scheme.name()));
+            }
+            results.push(run(dw, scheme, feedback, seed));
+            if let Some(bar) = bar {
+                bar.inc(1);
+            }
+        }
+    }
+    results
+}
+
+/// Runs in [`compare`].
+pub fn runs() -> u64 {
+    (DriftScheme::ALL.len() + 2 * (FEEDBACK.len() - 1)) as u64
+}
+
+/// The names of `members`, joined with `+`.
+pub fn names(world: &World, members: &[usize]) -> String {
+    members
+        .iter()
+        .map(|&m| world.models.get(m).map_or("?", String::as_str))
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::drift::SENTIMENT_DOMAINS;
+
+    #[test]
+    fn labels_come_for_their_fraction_and_after_their_delay() {
+        let zoo = Zoo::load(Zoo::locate(None).unwrap()).unwrap();
+        let world = World::load(&zoo, "sentiment").unwrap();
+        let dw = DriftWorld::new(&zoo, &world, &SENTIMENT_DOMAINS).unwrap();
+        let every: f64 = world.candidates.iter().map(|c| c.latency_ms * 1000.0).sum();
+        let plain =
+            |fraction, delay_s| run(&dw, DriftScheme::Plain, Feedback { fraction, delay_s }, 1);
+        // A tenth of the requests are labelled (each costs a shadow call to every model).
+        let tenth = plain(0.1, 0.0);
+        assert!(
+            (tenth.shadow_us / every - 0.1).abs() < 0.01,
+            "{}",
+            tenth.shadow_us / every
+        );
+        // No labels, or labels that come after the run: the first choice serves
+        // throughout, and differs from what labels in time make of it.
+        let none = plain(0.0, 0.0);
+        let late = plain(1.0, 1e9);
+        let first = none.series.first().map(|s| s.2);
+        assert!(none.series.iter().all(|s| Some(s.2) == first));
+        assert_eq!(late.accuracy_met, none.accuracy_met);
+        assert_eq!(late.inference_us, none.inference_us);
+        let prompt = plain(1.0, 0.0);
+        assert_ne!(prompt.accuracy_met, none.accuracy_met);
+        // A 60 s delay changes what the tracker saw, so its choices.
+        assert_ne!(plain(1.0, 60.0).inference_us, prompt.inference_us);
+        // The oracle serves one choice per phase, the phase's.
+        let oracle = dw.oracle();
+        assert_eq!(oracle.len(), SENTIMENT_DOMAINS.phases.len());
+        assert!(oracle.iter().all(|m| !m.is_empty()));
+    }
+}

@@ -1,0 +1,314 @@
+//! Drift schedules (issue 34): traffic whose inputs change over time, defined once here
+//! and used by `cocktail sim --drift` and the results page.
+//!
+//! A schedule is a sequence of phases; each phase says how often each *group* of test
+//! items is drawn: a domain of the sentiment test set (its `source` column) or a class.
+//! Requests are drawn, as for the stationary mixes, from the second half of the test set
+//! (the half selection never estimates on), restricted to the phase's groups. Between
+//! two phases the first [`Schedule::blend_requests`] requests of the new phase move
+//! linearly from the old phase's shares to the new one's, so a shift is quick but not a
+//! step. The whole sequence runs [`Schedule::rounds`] times.
+//!
+//! The schedules were fixed here before any result was looked at (issue 34 asks for
+//! that), from the issue's own description: movie → NYT → tweets → Amazon, 3,000
+//! requests per phase, twice round.
+
+use rand::Rng;
+
+/// What a schedule's groups are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupBy {
+    /// The test item's `source` column (the sentiment test set's domains).
+    Source,
+    /// The test item's true class, by class name.
+    Class,
+}
+
+/// One phase: each group's share of the requests (shares need not sum to 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Phase {
+    pub name: &'static str,
+    pub shares: &'static [(&'static str, f64)],
+}
+
+/// A named drift schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    pub name: &'static str,
+    /// The task whose test set it draws from.
+    pub task: &'static str,
+    pub group_by: GroupBy,
+    pub phases: &'static [Phase],
+    /// Requests per phase, blend included.
+    pub phase_requests: usize,
+    /// The first requests of every phase but the very first that still draw partly from
+    /// the previous phase (linearly less).
+    pub blend_requests: usize,
+    /// Times the sequence of phases runs.
+    pub rounds: usize,
+    /// Requests per second: sets the time a label's delay stands for.
+    pub rate: f64,
+    /// The accuracy target of its one constraint (any model's latency).
+    pub target: f64,
+}
+
+/// Movie snippets, NYT editorials, tweets, Amazon reviews, one after the other: the
+/// sentiment zoo's models rank differently on each (issue 34). 3,000 requests in 15
+/// minutes per phase, 2-minute blends (400 requests), twice round: 24,000 requests in
+/// two hours.
+pub const SENTIMENT_DOMAINS: Schedule = Schedule {
+    name: "sentiment-domains",
+    task: "sentiment",
+    group_by: GroupBy::Source,
+    phases: &[
+        Phase {
+            name: "movie",
+            shares: &[("movie", 1.0)],
+        },
+        Phase {
+            name: "nyt",
+            shares: &[("nyt", 1.0)],
+        },
+        Phase {
+            name: "tweets",
+            shares: &[("tweets", 1.0)],
+        },
+        Phase {
+            name: "amazon",
+            shares: &[("amazon", 1.0)],
+        },
+    ],
+    phase_requests: 3000,
+    blend_requests: 400,
+    rounds: 2,
+    rate: 3000.0 / 900.0,
+    // Issue 34's replay: `gru` (0.802) is a static pick for it.
+    target: 0.80,
+};
+
+/// Fashion-MNIST traffic in which a few classes dominate each phase (80 % of requests
+/// from three classes, the rest spread over all ten): the upper-body garments the models
+/// confuse, then footwear and bags they rarely miss, then mixed; twice round. The case
+/// per-class weights were made for.
+pub const CLASS_SKEW: Schedule = Schedule {
+    name: "class-skew",
+    task: "fashion",
+    group_by: GroupBy::Class,
+    phases: &[
+        Phase {
+            name: "tops",
+            shares: &[
+                ("T-shirt/top", 0.8 / 3.0 + 0.02),
+                ("Pullover", 0.8 / 3.0 + 0.02),
+                ("Shirt", 0.8 / 3.0 + 0.02),
+                ("Trouser", 0.02),
+                ("Dress", 0.02),
+                ("Coat", 0.02),
+                ("Sandal", 0.02),
+                ("Sneaker", 0.02),
+                ("Bag", 0.02),
+                ("Ankle boot", 0.02),
+            ],
+        },
+        Phase {
+            name: "shoes and bags",
+            shares: &[
+                ("Sandal", 0.8 / 3.0 + 0.02),
+                ("Sneaker", 0.8 / 3.0 + 0.02),
+                ("Bag", 0.8 / 3.0 + 0.02),
+                ("T-shirt/top", 0.02),
+                ("Trouser", 0.02),
+                ("Pullover", 0.02),
+                ("Dress", 0.02),
+                ("Coat", 0.02),
+                ("Shirt", 0.02),
+                ("Ankle boot", 0.02),
+            ],
+        },
+        Phase {
+            name: "coats and dresses",
+            shares: &[
+                ("Coat", 0.8 / 3.0 + 0.02),
+                ("Dress", 0.8 / 3.0 + 0.02),
+                ("Shirt", 0.8 / 3.0 + 0.02),
+                ("T-shirt/top", 0.02),
+                ("Trouser", 0.02),
+                ("Pullover", 0.02),
+                ("Sandal", 0.02),
+                ("Sneaker", 0.02),
+                ("Bag", 0.02),
+                ("Ankle boot", 0.02),
+            ],
+        },
+    ],
+    phase_requests: 3000,
+    blend_requests: 400,
+    rounds: 2,
+    rate: 3000.0 / 900.0,
+    // Every fashion model but two meets 0.80 on the whole set; 0.90 is met by the
+    // middle of the zoo's frontier (cnn_shift 0.902 up to resnet 0.928), not by the cheap
+    // end, so the choice matters.
+    target: 0.90,
+};
+
+/// Every named schedule.
+pub const ALL: [&Schedule; 2] = [&SENTIMENT_DOMAINS, &CLASS_SKEW];
+
+/// The schedule named `name`.
+pub fn named(name: &str) -> Option<&'static Schedule> {
+    ALL.into_iter().find(|s| s.name == name)
+}
+
+/// A schedule that cannot be drawn from this test set.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DriftError {
+    #[error("schedule `{schedule}`: no scored test item of group `{group}`")]
+    EmptyGroup {
+        schedule: &'static str,
+        group: &'static str,
+    },
+}
+
+impl Schedule {
+    /// Requests in the whole schedule.
+    pub fn requests(&self) -> usize {
+        self.phase_requests * self.phases.len() * self.rounds
+    }
+
+    /// The phase (index into `phases`) request `k` belongs to.
+    pub fn phase_of(&self, k: usize) -> usize {
+        (k / self.phase_requests.max(1)) % self.phases.len().max(1)
+    }
+
+    /// The weight of each phase in request `k`'s draw: `(current, previous, share of
+    /// previous)`. The share of the previous phase falls linearly to 0 over the blend.
+    fn blend(&self, k: usize) -> (usize, Option<(usize, f64)>) {
+        let phase = self.phase_of(k);
+        let into = k % self.phase_requests.max(1);
+        if k < self.phase_requests || into >= self.blend_requests {
+            return (phase, None);
+        }
+        let previous = (phase + self.phases.len() - 1) % self.phases.len();
+        let old = 1.0 - (into as f64 + 0.5) / self.blend_requests as f64;
+        (phase, Some((previous, old)))
+    }
+}
+
+/// A schedule bound to one test set: per phase, the items of each of its groups.
+#[derive(Debug, Clone)]
+pub struct Drift {
+    pub schedule: &'static Schedule,
+    /// `pools[phase]`: (cumulative share, the scored items of that group).
+    pools: Vec<Vec<(f64, Vec<usize>)>>,
+}
+
+impl Drift {
+    /// Binds `schedule` to a test set whose scored items are `scored` (indices) and
+    /// whose item `i` is in group `group_of(i)`.
+    pub fn new(
+        schedule: &'static Schedule,
+        scored: std::ops::Range<usize>,
+        group_of: impl Fn(usize) -> Option<String>,
+    ) -> Result<Self, DriftError> {
+        let groups: Vec<Option<String>> = scored.clone().map(&group_of).collect();
+        let mut pools = Vec::with_capacity(schedule.phases.len());
+        for phase in schedule.phases {
+            let total: f64 = phase.shares.iter().map(|(_, s)| s).sum();
+            let mut cumulative = 0.0;
+            let mut pool = Vec::with_capacity(phase.shares.len());
+            for &(group, share) in phase.shares {
+                let items: Vec<usize> = scored
+                    .clone()
+                    .zip(&groups)
+                    .filter(|(_, g)| g.as_deref() == Some(group))
+                    .map(|(i, _)| i)
+                    .collect();
+                if items.is_empty() {
+                    return Err(DriftError::EmptyGroup {
+                        schedule: schedule.name,
+                        group,
+                    });
+                }
+                cumulative += share / total;
+                pool.push((cumulative, items));
+            }
+            pools.push(pool);
+        }
+        Ok(Self { schedule, pools })
+    }
+
+    /// Request `k`'s test item.
+    pub fn draw(&self, rng: &mut impl Rng, k: usize) -> usize {
+        let (phase, blend) = self.schedule.blend(k);
+        let phase = match blend {
+            Some((previous, old)) if rng.random::<f64>() < old => previous,
+            _ => phase,
+        };
+        let Some(pool) = self.pools.get(phase) else {
+            return 0;
+        };
+        let u = rng.random::<f64>();
+        let group = pool
+            .iter()
+            .position(|(c, _)| u < *c)
+            .unwrap_or(pool.len().saturating_sub(1));
+        pool.get(group)
+            .and_then(|(_, items)| items.get(rng.random_range(0..items.len().max(1))))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+
+    #[test]
+    fn sentiment_domains_visits_the_domains_in_order_twice() {
+        let s = &SENTIMENT_DOMAINS;
+        // Items 0..8 alternate between the four domains; the scored half is 8..16.
+        let domains = ["movie", "nyt", "tweets", "amazon"];
+        let drift = Drift::new(s, 8..16, |i| Some(domains[i % 4].to_owned())).unwrap();
+        let mut rng = SmallRng::seed_from_u64(3);
+        let mut visited: Vec<&str> = Vec::new();
+        let mut blended = 0;
+        for k in 0..s.requests() {
+            let item = drift.draw(&mut rng, k);
+            assert!((8..16).contains(&item), "scored half only: {item}");
+            let domain = domains[item % 4];
+            let into = k % s.phase_requests;
+            if k >= s.phase_requests && into < s.blend_requests {
+                blended += usize::from(domain != s.phases[s.phase_of(k)].name);
+                continue;
+            }
+            assert_eq!(domain, s.phases[s.phase_of(k)].name, "request {k}");
+            if visited.last() != Some(&domain) {
+                visited.push(domain);
+            }
+        }
+        assert_eq!(visited, [domains, domains].concat());
+        // Half of a blend, on average, still comes from the previous domain.
+        let blends = s.phases.len() * s.rounds - 1;
+        let share = blended as f64 / (blends * s.blend_requests) as f64;
+        assert!((0.4..0.6).contains(&share), "{share}");
+        assert_eq!(s.requests(), 24_000);
+    }
+
+    #[test]
+    fn a_group_without_items_is_an_error_and_every_schedule_is_named() {
+        let error = Drift::new(&SENTIMENT_DOMAINS, 0..4, |_| Some("movie".to_owned()));
+        assert_eq!(
+            error.unwrap_err(),
+            DriftError::EmptyGroup {
+                schedule: "sentiment-domains",
+                group: "nyt"
+            }
+        );
+        for s in ALL {
+            assert_eq!(named(s.name), Some(s));
+        }
+        assert_eq!(named("nope"), None);
+    }
+}
