@@ -15,7 +15,7 @@ use cocktail_common::redact::UrlWithCredentials;
 use cocktail_master::access::ca::{CA_FILE, ClusterCa};
 use cocktail_master::access::{Access, ApiKeys, Networks};
 use cocktail_master::resources::controller::{Optimiser, Policy};
-use cocktail_master::server::{ClusterListener, Grpc};
+use cocktail_master::server::{ClusterListener, Grpc, Listeners};
 use cocktail_master::serving::request::MemberWire;
 use cocktail_master::serving::usage::RECENT_OUTCOMES;
 use cocktail_master::{Interval, MasterConfig};
@@ -478,15 +478,18 @@ fn run(args: Args) -> anyhow::Result<()> {
     if !address.ip().is_loopback() && net.tls.is_none() {
         tracing::warn!(%address, "listening beyond loopback without TLS: secrets and inputs cross the network in clear text (see --tls-cert)");
     }
+    let listeners = Listeners {
+        http: listener,
+        grpc: Some(grpc),
+        cluster,
+    };
     actix_web::rt::System::new().block_on(cocktail_master::server::serve(
         config,
-        listener,
+        listeners,
         Some(prometheus),
         resources,
         access,
         net,
-        Some(grpc),
-        cluster,
     ))?;
     Ok(())
 }

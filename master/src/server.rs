@@ -59,20 +59,32 @@ pub struct ClusterListener {
     pub ca: Arc<ClusterCa>,
 }
 
-/// Serves HTTP on `listener` (and gRPC with `grpc`, and the same routes over HTTPS on
-/// `cluster` for launched workers) until SIGINT or SIGTERM; must run inside an actix
-/// `System`. `access` decides who may call what; `net` sets TLS and the limits on clients. The process's shutdown token is made here, and every background
+/// Where the master listens: HTTP, and optionally OIP gRPC and the cluster listener.
+#[derive(Debug)]
+pub struct Listeners {
+    pub http: TcpListener,
+    pub grpc: Option<Grpc>,
+    pub cluster: Option<ClusterListener>,
+}
+
+/// Serves HTTP on `listeners.http` (and gRPC on `listeners.grpc`, and the same routes
+/// over HTTPS on `listeners.cluster` for launched workers) until SIGINT or SIGTERM; must
+/// run inside an actix `System`. `access` decides who may call what; `net` sets TLS and
+/// the limits on clients. The process's shutdown token is made here, and every background
 /// loop started here ends when it is cancelled.
 pub async fn serve(
     config: MasterConfig,
-    listener: TcpListener,
+    listeners: Listeners,
     prometheus: Option<PrometheusHandle>,
     resources: Option<Resources>,
     access: Access,
     net: Net,
-    grpc: Option<Grpc>,
-    cluster: Option<ClusterListener>,
 ) -> Result<(), MasterError> {
+    let Listeners {
+        http: listener,
+        grpc,
+        cluster,
+    } = listeners;
     // At once: SIGHUP's default action would end the process.
     let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|e| MasterError::Internal(format!("SIGHUP handler: {e}")))?;
