@@ -100,7 +100,10 @@ pub async fn certificate(
                 return Err(CertificateError::Refused {
                     url: config.registration.url.clone(),
                     status,
-                    body: response.text().await.unwrap_or_default(),
+                    body: response
+                        .text()
+                        .await
+                        .unwrap_or_else(|e| format!("(its body could not be read: {e})")),
                 });
             }
             Ok(response) => format!("status {}", response.status()),
