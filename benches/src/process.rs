@@ -82,15 +82,24 @@ pub fn flag<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
         .map(|w| w[1].as_str())
 }
 
-/// The pids of the `cocktail-worker` processes serving `model` for the master at
-/// `master_url` (by their command lines, so only that master's workers match).
-pub fn worker_pids(master_url: &str, model: &str) -> Vec<i32> {
+/// The parent of process `pid`, from `/proc/PID/stat` (after the command name, which may
+/// hold spaces and parentheses, come the state and the parent's pid).
+pub fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, after_name) = stat.rsplit_once(')')?;
+    after_name.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The pids of the `cocktail-worker` processes serving `model` that the master process
+/// `master_pid` started (its local provider's workers are its children; they reach it on
+/// its cluster listener, not the URL the tests know).
+pub fn worker_pids(master_pid: u32, model: &str) -> Vec<i32> {
     command_lines()
         .into_iter()
-        .filter(|(_, args)| {
+        .filter(|(pid, args)| {
             args.first().is_some_and(|a| a.ends_with("cocktail-worker"))
                 && flag(args, "--model") == Some(model)
-                && flag(args, "--master") == Some(master_url)
+                && parent_of(*pid).is_some_and(|p| i64::from(p) == i64::from(master_pid))
         })
         .map(|(pid, _)| pid)
         .collect()

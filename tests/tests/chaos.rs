@@ -173,7 +173,7 @@ async fn killing_a_fifth_of_the_workers_fails_no_request_and_they_are_replaced()
     for model in KILLED {
         old.push(ids_of(&url, model).await);
         // Every instance of the pool: the controller may have scaled it out by now.
-        let pids = worker_pids(&url, model);
+        let pids = worker_pids(master.child.id().unwrap(), model);
         assert!(!pids.is_empty(), "a {model} worker");
         for pid in pids {
             signal(pid, Signal::SIGKILL);
@@ -221,7 +221,7 @@ async fn a_hung_worker_is_taken_out_of_rotation_and_replaced() {
     tokio::time::sleep(FAULT_AT).await;
     // Every resnet instance (the controller may have scaled the pool out by now).
     let old = ids_of(&url, "resnet").await;
-    let pids = worker_pids(&url, "resnet");
+    let pids = worker_pids(master.child.id().unwrap(), "resnet");
     assert!(!pids.is_empty(), "a resnet worker");
     for &pid in &pids {
         signal(pid, Signal::SIGSTOP);

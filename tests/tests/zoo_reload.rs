@@ -315,11 +315,12 @@ async fn a_model_added_and_one_removed_under_load_fail_no_request() {
     )
     .await;
     let client = reqwest::Client::new();
+    let master_pid = master.child.id().unwrap();
     eventually(
         "the removed model's workers are stopped",
         Duration::from_secs(60),
         || async {
-            worker_pids(&url, &removed).is_empty()
+            worker_pids(master_pid, &removed).is_empty()
                 && !serving_workers(&client, &url)
                     .await
                     .iter()

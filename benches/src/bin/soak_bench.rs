@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Parser;
 use cocktail_benches::loadgen::{self, LoadReport, LoadgenConfig};
-use cocktail_benches::process::{admin_client, command_lines, flag, secrets, sibling};
+use cocktail_benches::process::{admin_client, command_lines, flag, parent_of, secrets, sibling};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -78,20 +78,29 @@ fn sample(pid: i32) -> Option<Sample> {
     Some(Sample { rss_kib, fds })
 }
 
-/// `(name, pid)` of the master listening on `port` and of its workers, by command line.
+/// `(name, pid)` of the master listening on `port` (by its command line) and of its
+/// workers (its children).
 fn processes(port: u16) -> Vec<(String, i32)> {
-    let master_url = format!("http://127.0.0.1:{port}");
     let port = port.to_string();
-    let mut found: Vec<(String, i32)> = command_lines()
-        .into_iter()
+    let lines = command_lines();
+    let masters: Vec<i32> = lines
+        .iter()
+        .filter(|(_, args)| {
+            args.first().is_some_and(|p| p.ends_with("cocktail-master"))
+                && flag(args, "--port") == Some(&port)
+        })
+        .map(|(pid, _)| *pid)
+        .collect();
+    let mut found: Vec<(String, i32)> = lines
+        .iter()
         .filter_map(|(pid, args)| {
             let program = args.first()?;
-            if program.ends_with("cocktail-master") && flag(&args, "--port") == Some(&port) {
-                Some(("master".to_owned(), pid))
+            if masters.contains(pid) {
+                Some(("master".to_owned(), *pid))
             } else if program.ends_with("cocktail-worker")
-                && flag(&args, "--master") == Some(&master_url)
+                && parent_of(*pid).is_some_and(|p| masters.contains(&p))
             {
-                Some((format!("worker {}", flag(&args, "--model")?), pid))
+                Some((format!("worker {}", flag(args, "--model")?), *pid))
             } else {
                 None
             }
