@@ -614,7 +614,10 @@ impl Master {
             let Some(backlog) = self.registry.pool(model).and_then(|p| p.backlog()) else {
                 continue;
             };
-            if backlog.wait + backlog.call > target {
+            // Only a queue makes a pool overloaded: a call that is late on its own (a
+            // target below any call's time) is the late answer's or strict deadline's
+            // business, not a reason to refuse.
+            if !backlog.wait.is_zero() && backlog.wait + backlog.call > target {
                 metrics::counter!("cocktail_master_shed_total", "model" => model.clone())
                     .increment(1);
                 return Err(MasterError::Overloaded {
