@@ -374,15 +374,7 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
     // cluster's CA, docs/security.md "Cluster TLS"): each registered an https URL, and a
     // plain-HTTP request to a worker's port, sent over the cluster's network by name,
     // gets no HTTP answer.
-    let listed: Value = client
-        .get(project.url("/v1/workers"))
-        .bearer_auth(cocktail_tests::cluster::ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = cocktail_tests::cluster::admin_get(&project.url("/v1/workers")).await;
     let urls: Vec<&str> = listed["workers"]
         .as_array()
         .unwrap()

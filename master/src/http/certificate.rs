@@ -35,18 +35,26 @@ pub async fn certificate(
             message: "this master signs no certificates (it runs without a provider or with `--no-cluster-tls`); give the worker its own (`--tls-cert`)".into(),
         });
     };
-    check_registration(&state.master.tasks(), &body)?;
     let host = https_host(&body.url)?;
-    state.access.networks.admit(&body.url).await?;
-    if let Some(controller) = &state.controller {
-        controller.admits(&body).await?;
-    }
+    admit(&state, &body).await?;
     let issued = ca
         .issue(&[host])
         .map_err(|e| MasterError::invalid("url", e.to_string()))?;
     metrics::counter!("cocktail_master_certificates_issued_total").increment(1);
     tracing::info!(id = %body.id, url = %body.url, "issued a worker certificate");
     Ok(HttpResponse::Ok().json(issued))
+}
+
+/// Whether `registration` may join: a model of the zoo and well-formed fields, a URL in
+/// `--worker-networks`, and for a pool the controller manages, an instance it launched at
+/// that host. Registration and certificates go by the same rules.
+pub async fn admit(state: &AppState, registration: &Registration) -> Result<(), MasterError> {
+    check_registration(&state.master.tasks(), registration)?;
+    state.access.networks.admit(&registration.url).await?;
+    if let Some(controller) = &state.controller {
+        controller.admits(registration).await?;
+    }
+    Ok(())
 }
 
 /// The host of an https URL (brackets of an IPv6 address removed), or 422 naming `url`.

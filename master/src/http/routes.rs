@@ -26,7 +26,7 @@ use crate::access::Access;
 use crate::resources::controller::{Controller, CostReport};
 use crate::resources::store::Collection;
 use crate::serving::answer::Answer;
-use crate::serving::control::{at_most, check_registration};
+use crate::serving::control::at_most;
 use crate::serving::request;
 use crate::{Master, MasterError};
 use cocktail_policy::mix::MAX_TYPES;
@@ -444,11 +444,7 @@ pub async fn register(
     body: web::Json<Registration>,
 ) -> Result<HttpResponse> {
     let master = &state.master;
-    check_registration(&master.tasks(), &body)?;
-    state.access.networks.admit(&body.url).await?;
-    if let Some(controller) = &state.controller {
-        controller.admits(&body).await?;
-    }
+    super::certificate::admit(&state, &body).await?;
     super::certificate::require_tls(&state, &body)?;
     master.registry.register(&body);
     master.probe(&body.model, &body.url);
