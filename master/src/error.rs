@@ -38,10 +38,11 @@ pub enum MasterError {
         key: String,
         retry_after: std::time::Duration,
     },
-    /// A member's pool has more calls queued than it can start before the request
-    /// stops waiting: the request is refused at once rather than failed later.
+    /// A member's pool has so many calls queued that this one, after its wait, could
+    /// not finish before the request stops waiting: the request is refused at once
+    /// rather than failed later.
     #[error(
-        "overloaded: `{model}` has {queued} calls queued for {slots} slots, about {wait_ms:.0} ms of waiting, longer than a request with a {latency_ms} ms target waits; retry after {retry_after:?}"
+        "overloaded: `{model}` has {queued} calls queued for {slots} slots, about {wait_ms:.0} ms of waiting before a call, too long for a request with a {latency_ms} ms target; retry after {retry_after:?}"
     )]
     Overloaded {
         model: String,

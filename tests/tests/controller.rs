@@ -510,9 +510,10 @@ async fn missed_deadlines_over_the_last_requests_scale_up_reactively() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_no_instance_can_meet_launches_nothing_reactively() {
-    // A 43 µs target cannot be met over HTTP: every member answers late (nothing fits, so
-    // the request waits for it). More instances would not help, so the misses are not the
-    // pool's and no reactive launch follows (the simulator counts them the same way).
+    // A 43 µs target cannot be met over HTTP: every member answers late (the profiled
+    // inference alone fits it, the hop does not). The pool's typical call is longer than
+    // the target, so more instances would not help: the misses are not the pool's and no
+    // reactive launch follows, however the calls queue (CI once saw them queue).
     let cluster = Cluster::start(
         &[
             "--provider",

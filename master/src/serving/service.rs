@@ -416,17 +416,19 @@ impl Master {
         let wait = waiting.elapsed();
         let task = &resolved.task;
         // A member missed when it gave no answer in time, or answered only after the
-        // answer was due (a request that waited for late members). A late answer of an
-        // ensemble chosen knowing every member would be late (nothing the constraint may
-        // use fits its target, `waiting.all`) is the pool's miss only while the pool has
-        // a full round of calls queued: otherwise more instances could not have made it,
-        // and it must not drive the pool's reactive scaling (the simulator does not count
-        // it either).
-        let queueing = |m: usize| {
+        // answer was due (a request that waited for late members), and only when the
+        // pool's typical call, without a queue, fits the target (or no call has been
+        // answered yet): then a queue made it late and more instances would have helped.
+        // A target below any call's time (one only the profiled inference alone fits,
+        // without the hop) is no pool's miss and must not drive reactive scaling. The
+        // typical call decides, not the queue seen when the answer comes, which changes
+        // from one instant to the next.
+        let budget = resolved.waiting.due.saturating_duration_since(started);
+        let fits_alone = |m: usize| {
             self.registry
                 .pool(&task.models[m])
-                .and_then(|p| p.backlog())
-                .is_some_and(|b| b.queued >= b.slots)
+                .and_then(|p| p.typical_call())
+                .is_none_or(|call| call <= budget)
         };
         self.usage.record(slots.iter().flat_map(|slot| {
             let late = slot.finished > resolved.waiting.due;
@@ -434,10 +436,10 @@ impl Master {
                 .answer
                 .as_ref()
                 .ok()
-                .map(|(m, _)| (*m, late && (!resolved.waiting.all || queueing(*m))));
+                .map(|(m, _)| (*m, late && fits_alone(*m)));
             slot.failures
                 .iter()
-                .map(|(m, e)| (*m, matches!(e, MemberError::Deadline)))
+                .map(|(m, e)| (*m, matches!(e, MemberError::Deadline) && fits_alone(*m)))
                 .chain(answered)
                 .map(|(m, missed)| (task.models[m].as_str(), missed))
         }));
