@@ -1,6 +1,7 @@
 //! Shared helpers for the black-box integration tests in `tests/tests/`.
 
 pub mod cluster;
+pub mod load;
 
 use std::path::PathBuf;
 

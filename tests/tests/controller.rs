@@ -8,10 +8,11 @@
     reason = "an integration test fails by panicking, with the value that was wrong"
 )]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cocktail_tests::cluster::{Cluster, eventually, image_request, png_base64};
-use serde_json::{Value, json};
+use cocktail_tests::cluster::{Cluster, eventually};
+use cocktail_tests::load::open_loop;
+use serde_json::Value;
 
 const POOLS: &str = "mlp_med,dwsep,cnn_small,linear";
 
@@ -71,16 +72,6 @@ fn launches_for<'a>(decisions: &'a [Value], pool: &str, trigger: &str) -> Vec<&'
         .collect()
 }
 
-/// An image request with a `latency_ms` target (and 95 % accuracy); each `variant` a
-/// different image, so that the master's answer cache does not answer it.
-fn image(latency_ms: f64, variant: usize) -> Value {
-    let pixels: Vec<u8> = (0..28 * 28).map(|i| ((i + variant) % 251) as u8).collect();
-    image_request(
-        &[png_base64(28, 28, &pixels)],
-        json!({ "latency_ms": latency_ms, "accuracy": 0.95 }),
-    )
-}
-
 /// Sends `rate` requests per second for `seconds` (open loop) of one image with a 43 µs
 /// target; returns the statuses and the answers' `parameters` (error bodies for errors).
 async fn load(cluster: &Cluster, rate: f64, seconds: f64) -> Vec<(u16, Value)> {
@@ -95,32 +86,11 @@ async fn load_with(
     latency_ms: f64,
     distinct: bool,
 ) -> Vec<(u16, Value)> {
-    let url = cluster.url("/v2/models/fashion/infer");
-    let start = Instant::now();
-    let total = (rate * seconds) as usize;
-    let mut tasks = Vec::with_capacity(total);
-    for i in 0..total {
-        let at = start + Duration::from_secs_f64(i as f64 / rate);
-        tokio::time::sleep_until(at.into()).await;
-        let body = image(latency_ms, if distinct { i } else { 0 });
-        let (client, url) = (cluster.client.clone(), url.clone());
-        tasks.push(tokio::spawn(async move {
-            let response = client.post(&url).json(&body).send().await.unwrap();
-            let status = response.status().as_u16();
-            let answer: Value = response.json().await.unwrap_or_default();
-            // The provenance of an answer, the error body of a refusal.
-            if status == 200 {
-                (status, answer["parameters"].clone())
-            } else {
-                (status, answer)
-            }
-        }));
-    }
-    let mut results = Vec::with_capacity(total);
-    for t in tasks {
-        results.push(t.await.unwrap());
-    }
-    results
+    open_loop(cluster, rate, seconds, latency_ms, distinct)
+        .await
+        .into_iter()
+        .map(|r| (r.status, r.body))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

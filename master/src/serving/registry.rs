@@ -18,6 +18,7 @@ use cocktail_common::control::{MISSED_HEARTBEATS, Registration};
 use parking_lot::{Mutex, RwLock};
 
 mod instance;
+mod line;
 mod pool;
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,7 @@ use cocktail_policy::kairos::{self, Server, Waiting};
 use cocktail_policy::packing::{self, Slots};
 use cocktail_policy::response::Overhead;
 
+use super::line::{InLine, Line};
 use super::{Instance, UNANSWERED_LIMIT};
 
 /// A pool: every instance serving one model, and the queue waiting for their slots.
@@ -42,6 +43,12 @@ pub struct Pool {
     overhead: Mutex<Overhead>,
     /// Member calls waiting for a slot now, for admission ([`Pool::backlog`]).
     queued: std::sync::atomic::AtomicUsize,
+    /// The order in which calls waiting for a slot get one (pools without matching).
+    line: Line,
+    /// Moving average of how long a call holds its slot, in µs (0: none yet): the call
+    /// and what the master does around it (the request's encoding, TLS, reading the
+    /// answer), which is what frees slots for the queue ([`Pool::backlog`]).
+    hold_us: std::sync::atomic::AtomicU64,
 }
 
 /// Counts a call in [`Pool::queued`] while it waits for a slot.
@@ -113,6 +120,7 @@ pub struct Lease {
     pub instance: Arc<Instance>,
     pub(super) pool: Arc<Pool>,
     pub(super) sent: Option<Instant>,
+    taken: Instant,
 }
 
 impl Lease {
@@ -121,6 +129,7 @@ impl Lease {
             instance: Arc::clone(instance),
             pool: Arc::clone(pool),
             sent: None,
+            taken: Instant::now(),
         }
     }
 
@@ -156,6 +165,7 @@ impl Drop for Lease {
             }
         }
         self.instance.in_flight.fetch_sub(1, Ordering::AcqRel);
+        average_us(&self.pool.hold_us, self.taken.elapsed());
         // Every waiter looks again: the freed slot may be on an instance one of them has
         // already tried, so waking only one could strand the others.
         self.pool.freed.notify_waiters();
@@ -194,6 +204,9 @@ impl Pool {
         if let Some(speed) = self.speed.as_ref().filter(|_| matched) {
             return self.acquire_matched(speed, deadline, exclude, items).await;
         }
+        // Joined only once the call has to wait: a call that finds a free slot no older
+        // call is waiting for takes it at once.
+        let mut place: Option<InLine<'_>> = None;
         loop {
             // Register interest before looking, so a slot freed meanwhile is not missed.
             let mut notified = pin!(self.freed.notified());
@@ -207,6 +220,12 @@ impl Pool {
                     .collect();
                 let slots: Vec<Slots> = candidates.iter().map(|i| i.slots()).collect();
                 usable |= slots.iter().any(|s| s.available);
+                let free: Vec<(&Arc<Instance>, u32)> = candidates
+                    .iter()
+                    .zip(&slots)
+                    .filter(|(_, s)| s.free() > 0)
+                    .map(|(i, s)| (*i, s.free()))
+                    .collect();
                 // Regular instances first; a request that would have to wait spills to
                 // the burst instances (MArk's Lambda) while they have a free slot.
                 let in_tier = |burst: bool| {
@@ -220,7 +239,9 @@ impl Pool {
                     .is_none()
                     .then(|| packing::choose(in_tier(true)))
                     .flatten();
-                if let Some(choice) = regular.or(spill) {
+                if let Some(choice) = regular.or(spill)
+                    && self.line.my_turn(place.as_ref().map(|p| p.id), &free)
+                {
                     let instance = candidates[choice];
                     if spill.is_some() {
                         metrics::counter!("cocktail_master_burst_spills_total", "model" => instance.model.clone())
@@ -236,6 +257,12 @@ impl Pool {
             }
             if !usable {
                 return Err(NoSlot::NoInstance);
+            }
+            if place.is_none() {
+                let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+                place = Some(self.line.join(id, exclude, &self.freed));
+                // Its place may already be its turn.
+                continue;
             }
             let wait = tokio::time::timeout_at(deadline.into(), notified).await;
             if wait.is_err() {
@@ -376,41 +403,49 @@ impl Pool {
         }
     }
 
-    /// Folds one answered call's time into the pool's moving average (weight 1/8; a
-    /// lost race between two calls only loses one sample).
+    /// Folds one answered call's time into the pool's moving average.
     pub(super) fn observe_call(&self, took: Duration) {
-        let sample = (took.as_micros() as u64).max(1);
-        let old = self.call_us.load(Ordering::Relaxed);
-        let new = if old == 0 {
-            sample
-        } else {
-            old - old / 8 + sample / 8
-        };
-        self.call_us.store(new.max(1), Ordering::Relaxed);
+        average_us(&self.call_us, took);
     }
 
     /// The calls queued for this pool's slots and how long a new call would wait behind
-    /// them: each round of its usable slots takes a typical call. `None` before a call
-    /// was answered or while no instance can take work.
+    /// them. Once the free slots are taken, the calls ahead of it start as slots are
+    /// given back, one every typical hold of a slot divided by the usable slots (in
+    /// steady state the holds are spread over a hold's time): so the new call waits for
+    /// one more than there are calls ahead. Zero when no call waits beyond the free
+    /// slots. `None` before a call was answered or while no instance can take work.
     pub fn backlog(&self) -> Option<Backlog> {
-        let slots: usize = self
+        let (slots, free) = self
             .instances
             .read()
             .iter()
             .map(|i| i.slots())
             .filter(|s| s.available)
-            .map(|s| s.packing_factor as usize)
-            .sum();
+            .fold((0, 0), |(slots, free), s| {
+                let size = s.packing_factor as usize;
+                (slots + size, free + s.free() as usize)
+            });
         let typical = self.typical_call()?;
         if slots == 0 {
             return None;
         }
+        let hold = match self.hold_us.load(Ordering::Relaxed) {
+            0 => typical,
+            us => Duration::from_micros(us),
+        };
         let queued = self.queued.load(Ordering::Relaxed);
-        let rounds = u32::try_from(queued / slots).unwrap_or(u32::MAX);
+        let ahead = queued.saturating_sub(free);
+        let wait = if ahead == 0 {
+            Duration::ZERO
+        } else {
+            let given_back = u32::try_from(ahead + 1).unwrap_or(u32::MAX);
+            let slots = u32::try_from(slots).unwrap_or(u32::MAX);
+            hold.saturating_mul(given_back) / slots
+        };
         Some(Backlog {
             queued,
             slots,
-            wait: typical.saturating_mul(rounds),
+            wait,
             call: typical,
         })
     }
@@ -513,4 +548,18 @@ impl Pool {
                 .iter()
                 .any(|i| i.in_flight.load(Ordering::Acquire) > 0)
     }
+}
+
+/// Folds one sample into a moving average of µs kept in `cell` (weight 1/8; 0 means no
+/// sample yet). Written by hand: an atomic cell read by every admission, where a lost
+/// race between two writers only loses one sample.
+fn average_us(cell: &std::sync::atomic::AtomicU64, took: Duration) {
+    let sample = (took.as_micros() as u64).max(1);
+    let old = cell.load(Ordering::Relaxed);
+    let new = if old == 0 {
+        sample
+    } else {
+        old - old / 8 + sample / 8
+    };
+    cell.store(new.max(1), Ordering::Relaxed);
 }

@@ -52,6 +52,54 @@ async fn leases_pack_by_fewest_free_slots_and_queue_when_full() {
 }
 
 #[tokio::test]
+async fn waiting_calls_get_slots_first_come_first_served_except_where_excluded() {
+    let registry = Registry::default();
+    registry.register(&registration("a", 1));
+    registry.register(&registration("b", 1));
+    let pool = registry.pool("m").unwrap();
+    let later = || Instant::now() + Duration::from_secs(5);
+    let on_a = pool.acquire(later(), &[], 1).await.unwrap();
+    let on_b = pool.acquire(later(), &[], 1).await.unwrap();
+    let a = Arc::clone(&on_a.instance);
+    // Four calls wait, in this order; the third already tried `a`. Each holds its slot
+    // 100 ms.
+    let (served, mut order) = tokio::sync::mpsc::unbounded_channel();
+    let mut waiters = Vec::new();
+    for k in 0..4 {
+        let (pool, served) = (Arc::clone(&pool), served.clone());
+        let exclude = if k == 2 { vec![Arc::clone(&a)] } else { vec![] };
+        waiters.push(tokio::spawn(async move {
+            let lease = pool.acquire(later(), &exclude, 1).await.unwrap();
+            served.send((k, lease.instance.id.clone())).unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // `a` is given back, and a new call comes before the waiters could look: it does
+    // not jump the line.
+    drop(on_a);
+    let newcomer = tokio::time::timeout(Duration::from_millis(5), pool.acquire(later(), &[], 1));
+    assert!(
+        newcomer.await.is_err(),
+        "a new call took the slot an older one waits for"
+    );
+    assert_eq!(order.recv().await.unwrap(), (0, "a".to_owned()));
+    // `b` 50 ms later: the second; `a` again: the fourth, as the third cannot use it;
+    // `b` again: the third.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    drop(on_b);
+    let mut rest = Vec::new();
+    for _ in 0..3 {
+        rest.push(order.recv().await.unwrap());
+    }
+    let expected = [(1, "b"), (3, "a"), (2, "b")].map(|(k, i)| (k, i.to_owned()));
+    assert_eq!(rest, expected);
+    for w in waiters {
+        w.await.unwrap();
+    }
+}
+
+#[tokio::test]
 async fn requests_spill_to_burst_instances_only_when_the_regular_ones_are_full() {
     let registry = Registry::default();
     registry.register(&Registration {

@@ -1,0 +1,80 @@
+//! Open-loop load on a cluster's fashion task, for the tests that need a queue: requests
+//! go out at a fixed rate whatever the answers take, as real clients send them.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test harness: a request that cannot be sent fails the test"
+)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::cluster::{Cluster, image_request, png_base64};
+
+/// What one request got back.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    /// The answer's `parameters` (its provenance), or the error body of a refusal.
+    pub body: Value,
+    /// The `Retry-After` header, when there is one.
+    pub retry_after: Option<String>,
+}
+
+/// An image request with a `latency_ms` target (and 95 % accuracy); each `variant` a
+/// different image, so that the master's answer cache does not answer it.
+pub fn image(latency_ms: f64, variant: usize) -> Value {
+    let pixels: Vec<u8> = (0..28 * 28).map(|i| ((i + variant) % 251) as u8).collect();
+    image_request(
+        &[png_base64(28, 28, &pixels)],
+        json!({ "latency_ms": latency_ms, "accuracy": 0.95 }),
+    )
+}
+
+/// Sends `rate` requests per second for `seconds` to the fashion task, each with a
+/// `latency_ms` target and a different image if `distinct` (else one image, which the
+/// answer cache may serve); returns every reply in the order sent.
+pub async fn open_loop(
+    cluster: &Cluster,
+    rate: f64,
+    seconds: f64,
+    latency_ms: f64,
+    distinct: bool,
+) -> Vec<Reply> {
+    let url = cluster.url("/v2/models/fashion/infer");
+    let start = Instant::now();
+    let total = (rate * seconds) as usize;
+    let mut tasks = Vec::with_capacity(total);
+    for i in 0..total {
+        let at = start + Duration::from_secs_f64(i as f64 / rate);
+        tokio::time::sleep_until(at.into()).await;
+        let body = image(latency_ms, if distinct { i } else { 0 });
+        let (client, url) = (cluster.client.clone(), url.clone());
+        tasks.push(tokio::spawn(async move {
+            let response = client.post(&url).json(&body).send().await.unwrap();
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let answer: Value = response.json().await.unwrap_or_default();
+            let body = if status == 200 {
+                answer["parameters"].clone()
+            } else {
+                answer
+            };
+            Reply {
+                status,
+                body,
+                retry_after,
+            }
+        }));
+    }
+    let mut replies = Vec::with_capacity(total);
+    for t in tasks {
+        replies.push(t.await.unwrap());
+    }
+    replies
+}
