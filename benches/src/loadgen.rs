@@ -57,6 +57,8 @@ struct Outcome {
     correct: bool,
     models: usize,
     degraded: bool,
+    /// The time outside the member calls: the latency less the master's `wait_us`.
+    outside_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -83,6 +85,11 @@ pub struct LoadReport {
     /// The master's bill over the run (`GET /v1/cost`), when it manages instances.
     pub cost: Option<f64>,
     pub types: Vec<TypeResult>,
+    /// Each answer's time outside its member calls (its latency less the master's
+    /// `wait_us`: the client's hop to the master and back and the master's own work),
+    /// for the simulator's `outside_ms`.
+    #[serde(skip)]
+    pub outside_ms: Vec<f64>,
 }
 
 /// The test items as JSON inputs of the OIP infer body, and their labels.
@@ -206,11 +213,13 @@ pub async fn run(
                 }
                 Err(e) => (0, Value::Null, Some(cocktail_service::net::error_chain(&e))),
             };
+            let latency = start.elapsed();
             let parameters = &value["parameters"];
             let class = value["outputs"][0]["data"][0].as_u64();
             let _ = sender.send(Outcome {
                 kind,
-                latency: start.elapsed(),
+                latency,
+                outside_ms: outside_ms(latency, parameters),
                 status,
                 transport_error,
                 correct: class == Some(label as u64),
@@ -238,6 +247,7 @@ pub async fn run(
 #[derive(Debug)]
 struct Tally {
     latencies: Vec<f32>,
+    outside_ms: Vec<f64>,
     errors: std::collections::BTreeMap<u16, u64>,
     first_transport_error: Option<String>,
     answered: u64,
@@ -254,6 +264,7 @@ impl Tally {
     fn new(types: usize) -> Self {
         Self {
             latencies: Vec::new(),
+            outside_ms: Vec::new(),
             errors: Default::default(),
             first_transport_error: None,
             answered: 0,
@@ -270,6 +281,7 @@ impl Tally {
     fn add(&mut self, o: &Outcome, deadline_ms: f64, target: f64) {
         let ms = o.latency.as_secs_f64() * 1000.0;
         self.latencies.push(ms as f32);
+        self.outside_ms.extend(o.outside_ms);
         let ok = (200..300).contains(&o.status);
         if !ok {
             *self.errors.entry(o.status).or_default() += 1;
@@ -346,8 +358,16 @@ impl Tally {
                     }
                 })
                 .collect(),
+            outside_ms: self.outside_ms,
         }
     }
+}
+
+/// An answer's time outside its member calls: its `latency` less the `wait_us` its
+/// `parameters` report (`None` for an error, which has no `wait_us`).
+fn outside_ms(latency: Duration, parameters: &Value) -> Option<f64> {
+    let wait_ms = parameters["wait_us"].as_f64()? / 1e3;
+    Some((latency.as_secs_f64() * 1e3 - wait_ms).max(0.0))
 }
 
 /// The report as a markdown table.
@@ -418,13 +438,13 @@ pub async fn run_zoo(zoo: &Zoo, config: &LoadgenConfig) -> anyhow::Result<LoadRe
 
 /// The constraint types of the config's task on the hop of the system it loads: the
 /// simulator's types ([`types_for`]: five models along the profile's frontier, each with
-/// its profiled latency), with the hop measured instead of [`workload::HOP_MS`]. The hop
-/// is this client's round trip to the master (the median of a few `GET
-/// /v2/health/live`) plus the median over the task's served pools of the member-call
-/// overhead the master measures (`overhead_ms` of `GET /v2/models`), so each type is
-/// feasible for its model on this system while its calls do not queue. (The predicted
-/// response times themselves are dominated by the hop on loopback and differ by a few
-/// µs between models, so a frontier drawn on them is degenerate.)
+/// its profiled latency), with the hop measured instead of [`workload::HOP_MS`]: the
+/// median over real requests (test items, each once, a generous target, at the run's mean
+/// rate, after as many to warm up) of their latency at this client less the profiled
+/// inference of the model that served them. So each type is feasible for its model on this system for the
+/// median request while its calls do not queue, and about half its answers are late.
+/// (The master's predicted response times are dominated by the hop on loopback and
+/// differ by a few µs between models, so a frontier drawn on them is degenerate.)
 pub async fn types_from_master(
     zoo: &Zoo,
     config: &LoadgenConfig,
@@ -435,35 +455,51 @@ pub async fn types_from_master(
         .get(&config.task)
         .with_context(|| format!("the zoo has no task `{}`", config.task))?;
     let client = reqwest::Client::builder().timeout(config.timeout).build()?;
-    let listed: Value = client
-        .get(format!("{}/v2/models", config.url))
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .with_context(|| format!("listing the models of {}", config.url))?
-        .json()
-        .await?;
-    let mut overheads: Vec<f64> = listed["models"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|t| t["name"] == config.task.as_str())
-        .flat_map(|t| t["models"].as_array().into_iter().flatten())
-        .filter_map(|m| m["overhead_ms"].as_f64())
-        .collect();
-    let mut rtts = Vec::new();
-    for _ in 0..HOP_PROBES {
-        let sent = Instant::now();
-        client
-            .get(format!("{}/v2/health/live", config.url))
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .with_context(|| format!("probing {}", config.url))?;
-        rtts.push(sent.elapsed().as_secs_f64() * 1e3);
+    let (inputs, _) = inputs(zoo, &config.task)?;
+    // Probes at the run's mean rate, as the load will come (a hop measured on an idle
+    // master is shorter than under load); the first half warms up (connections, first
+    // selections) and is not measured.
+    let rate = (config.rates.iter().sum::<f64>() / config.rates.len().max(1) as f64).max(1.0);
+    let url = format!("{}/v2/models/{}/infer", config.url, config.task);
+    let started = Instant::now();
+    let mut probes = Vec::with_capacity(2 * HOP_PROBES);
+    for k in 0..2 * HOP_PROBES {
+        tokio::time::sleep_until((started + Duration::from_secs_f64(k as f64 / rate)).into()).await;
+        let probe = json!({
+            "inputs": inputs.get(k % inputs.len().max(1)).context("the test set is empty")?,
+            "parameters": { "latency_ms": PROBE_TARGET_MS, "accuracy": PROBE_ACCURACY },
+        });
+        let mut request = client.post(&url).json(&probe);
+        if let Some(key) = &config.api_key {
+            request = request.bearer_auth(key.expose());
+        }
+        probes.push(tokio::spawn(async move {
+            let sent = Instant::now();
+            let answer: Value = request
+                .send()
+                .await
+                .and_then(reqwest::Response::error_for_status)?
+                .json()
+                .await?;
+            Ok::<_, reqwest::Error>((sent.elapsed().as_secs_f64() * 1e3, answer))
+        }));
     }
-    let hop_ms =
-        median(&mut rtts).unwrap_or(0.0) + median(&mut overheads).unwrap_or(workload::HOP_MS);
+    let mut hops = Vec::new();
+    for (k, probe) in probes.into_iter().enumerate() {
+        let (latency_ms, answer) = probe
+            .await?
+            .with_context(|| format!("probing {}", config.url))?;
+        let inference_ms = answer["parameters"]["models"][0]
+            .as_str()
+            .and_then(|name| table.models.iter().position(|m| m == name))
+            .and_then(|m| table.candidates.get(m))
+            .map(|c| c.latency_ms)
+            .context("the probe's answer names no model of the task")?;
+        if k >= HOP_PROBES {
+            hops.push(latency_ms - inference_ms);
+        }
+    }
+    let hop_ms = median(&mut hops).unwrap_or(workload::HOP_MS);
     Ok(workload::constraint_types_with_hop(
         &table.candidates,
         hop_ms,
@@ -475,8 +511,12 @@ fn median(values: &mut [f64]) -> Option<f64> {
     values.get(values.len() / 2).copied()
 }
 
-/// Round trips [`types_from_master`] times for the client's hop.
-const HOP_PROBES: usize = 9;
+/// Requests [`types_from_master`] times for the hop (after as many to warm up).
+const HOP_PROBES: usize = 60;
+
+/// The probes' targets: any model meets them.
+const PROBE_TARGET_MS: f64 = 1000.0;
+const PROBE_ACCURACY: f64 = 0.5;
 
 /// The constraint types for a task of the zoo, as the simulator uses them, for models
 /// `latency_scale` times slower than profiled (a master emulating slower types).

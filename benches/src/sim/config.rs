@@ -98,6 +98,11 @@ pub struct SimConfig {
     pub tracking_utilisation: Option<f64>,
     /// One network hop master ↔ worker, added to every answer.
     pub hop_ms: f64,
+    /// What a request takes outside its member calls (the client's hop to the master
+    /// and back, the master's own work), as samples measured live: each request adds
+    /// one, drawn at random. Empty: nothing (the simulator's requests start at the
+    /// master).
+    pub outside_ms: Vec<f64>,
     /// Serve each call at the model's latency on the instance's catalog type, as workers
     /// emulating their types do (`--emulate-types`); off, at the profiled latency on
     /// the profiling host whatever the type, as unemulated local workers do.
@@ -167,6 +172,7 @@ impl SimConfig {
             predictor: Statistical::Auto,
             history: Vec::new(),
             hop_ms: workload::HOP_MS,
+            outside_ms: Vec::new(),
             grace_ms: 0.0,
             per_type_latency: false,
             shadow_every: 20,

@@ -35,6 +35,7 @@ use cocktail_policy::selection::Rule;
 use cocktail_policy::voting::{self, ClassWeights, Voter};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
+use rand::seq::IndexedRandom;
 
 use crate::traces::Arrivals;
 use crate::workload;
@@ -59,6 +60,8 @@ pub fn run(
     // Which constraint type and test item each request is: the load generator draws the
     // same sequence for the same seed.
     let mut requests = SmallRng::seed_from_u64(config.seed);
+    // Its own stream, so that drawing these changes no other draw.
+    let mut outside = SmallRng::seed_from_u64(config.seed ^ 0x0075_1DE5);
     let models = &world.candidates;
     let allowed: Vec<usize> = world
         .catalog
@@ -295,7 +298,7 @@ pub fn run(
         } else {
             failed += 1;
         }
-        let latency = finish - t;
+        let latency = finish - t + config.outside_ms.choose(&mut outside).unwrap_or(&0.0) / 1e3;
         degraded += u64::from(missed && outcome.is_some());
         if outcome.is_none() || missed || latency > deadline + 1e-9 {
             violations += 1;
