@@ -59,6 +59,8 @@ struct Outcome {
     degraded: bool,
     /// The time outside the member calls: the latency less the master's `wait_us`.
     outside_ms: Option<f64>,
+    /// The master's `wait_us` for the member calls, in ms.
+    wait_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -90,6 +92,9 @@ pub struct LoadReport {
     /// for the simulator's `outside_ms`.
     #[serde(skip)]
     pub outside_ms: Vec<f64>,
+    /// Each answer's wait for its member calls (the master's `wait_us`, in ms).
+    #[serde(skip)]
+    pub wait_ms: Vec<f64>,
 }
 
 /// The test items as JSON inputs of the OIP infer body, and their labels.
@@ -220,6 +225,7 @@ pub async fn run(
                 kind,
                 latency,
                 outside_ms: outside_ms(latency, parameters),
+                wait_ms: parameters["wait_us"].as_f64().map(|us| us / 1e3),
                 status,
                 transport_error,
                 correct: class == Some(label as u64),
@@ -248,6 +254,7 @@ pub async fn run(
 struct Tally {
     latencies: Vec<f32>,
     outside_ms: Vec<f64>,
+    wait_ms: Vec<f64>,
     errors: std::collections::BTreeMap<u16, u64>,
     first_transport_error: Option<String>,
     answered: u64,
@@ -265,6 +272,7 @@ impl Tally {
         Self {
             latencies: Vec::new(),
             outside_ms: Vec::new(),
+            wait_ms: Vec::new(),
             errors: Default::default(),
             first_transport_error: None,
             answered: 0,
@@ -282,6 +290,7 @@ impl Tally {
         let ms = o.latency.as_secs_f64() * 1000.0;
         self.latencies.push(ms as f32);
         self.outside_ms.extend(o.outside_ms);
+        self.wait_ms.extend(o.wait_ms);
         let ok = (200..300).contains(&o.status);
         if !ok {
             *self.errors.entry(o.status).or_default() += 1;
@@ -359,6 +368,7 @@ impl Tally {
                 })
                 .collect(),
             outside_ms: self.outside_ms,
+            wait_ms: self.wait_ms,
         }
     }
 }

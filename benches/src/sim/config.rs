@@ -96,8 +96,11 @@ pub struct SimConfig {
     pub forecast_quantile: f64,
     /// Target tracking's utilisation instead of its policy's.
     pub tracking_utilisation: Option<f64>,
-    /// One network hop master ↔ worker, added to every answer.
+    /// One network hop master ↔ worker, added to every answer...
     pub hop_ms: f64,
+    /// ... or one of these samples, measured live, drawn at random for each call, when
+    /// there are any.
+    pub hop_samples_ms: Vec<f64>,
     /// What a request takes outside its member calls (the client's hop to the master
     /// and back, the master's own work), as samples measured live: each request adds
     /// one, drawn at random. Empty: nothing (the simulator's requests start at the
@@ -172,6 +175,7 @@ impl SimConfig {
             predictor: Statistical::Auto,
             history: Vec::new(),
             hop_ms: workload::HOP_MS,
+            hop_samples_ms: Vec::new(),
             outside_ms: Vec::new(),
             grace_ms: 0.0,
             per_type_latency: false,

@@ -82,7 +82,8 @@ pub fn run(
         world.packing.clone(),
         world.type_latency.clone(),
         config.seed,
-    );
+    )
+    .with_hop_samples(&config.hop_samples_ms);
     // Every scheme votes by plain majority, which per-class weights do not touch.
     let no_weights = ClassWeights::seeded(&[], 0.0);
     let mut dropped: Vec<Vec<usize>> = vec![Vec::new(); world.types.len()];
