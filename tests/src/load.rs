@@ -12,6 +12,28 @@ use serde_json::{Value, json};
 
 use crate::cluster::{Cluster, image_request, png_base64};
 
+/// A master's flags for one slow pool: `mlp_med` on r5n.large, launched by the local
+/// provider and emulated 10,000 times slower than modelled (about 0.22 s a call, 5 at
+/// once: about 22 calls a second), the periodic control step every 60 s. Tests add their
+/// reactive interval.
+pub const SLOW_POOL: &[&str] = &[
+    "--provider",
+    "local",
+    "--models",
+    "mlp_med",
+    "--instance-types",
+    "r5n.large",
+    "--emulate-types",
+    "--emulate-scale",
+    "10000",
+    "--controller-interval-s",
+    "60",
+    "--provisioning-delay-ms",
+    "100",
+    "--max-threads",
+    "1",
+];
+
 /// What one request got back.
 #[derive(Debug, Clone)]
 pub struct Reply {

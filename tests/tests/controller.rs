@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use cocktail_tests::cluster::{Cluster, eventually};
-use cocktail_tests::load::open_loop;
+use cocktail_tests::load::{SLOW_POOL, open_loop};
 use serde_json::Value;
 
 const POOLS: &str = "mlp_med,dwsep,cnn_small,linear";
@@ -412,35 +412,17 @@ fn the_learned_predictor_runs_through_onnx_runtime() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missed_deadlines_over_the_last_requests_scale_up_reactively() {
     // One instance too few: mlp_med emulated 10,000 times slower than modelled on
-    // r5n.large (about 0.22 s a call, 4 at once: 18 calls a second) meets a 300 ms target
-    // alone, but 25 different images a second queue on it, so that later calls finish
-    // after their deadline (late answers, or 429 once a call could not finish within the
-    // late limit). Those misses are the pool's, and another instance fixes them.
-    let cluster = Cluster::start(
-        &[
-            "--provider",
-            "local",
-            "--models",
-            "mlp_med",
-            "--instance-types",
-            "r5n.large",
-            "--emulate-types",
-            "--emulate-scale",
-            "10000",
-            "--controller-interval-s",
-            "60",
-            "--reactive-interval-s",
-            "1",
-            "--slo-last-requests",
-            "20",
-            "--provisioning-delay-ms",
-            "100",
-            "--max-threads",
-            "1",
-        ],
-        &[],
-    )
-    .await;
+    // r5n.large (about 0.22 s a call, 5 at once: about 22 calls a second) meets a 300 ms
+    // target alone, but 25 different images a second queue on it, so that later calls
+    // finish after their deadline (late answers, or 429 once a call could not finish
+    // within the late limit). Those misses are the pool's, and another instance fixes
+    // them.
+    let args = [
+        SLOW_POOL,
+        &["--reactive-interval-s", "1", "--slo-last-requests", "20"],
+    ]
+    .concat();
+    let cluster = Cluster::start(&args, &[]).await;
     eventually("the first instance", Duration::from_secs(30), || async {
         count(&cluster, "mlp_med").await == 1
     })

@@ -11,38 +11,16 @@
 use std::time::Duration;
 
 use cocktail_tests::cluster::{Cluster, eventually};
-use cocktail_tests::load::{Reply, open_loop};
+use cocktail_tests::load::{Reply, SLOW_POOL, open_loop};
 
-/// Calls a second one emulated `mlp_med` instance serves: about 0.22 s a call (modelled
-/// r5n.large time × 10,000), 4 at once.
-const CAPACITY: f64 = 18.0;
+/// Calls a second the one instance of [`SLOW_POOL`] serves.
+const CAPACITY: f64 = 22.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_and_a_half_times_a_pools_capacity_is_served_or_refused_never_failed() {
     // One instance and no scaling during the test (both control intervals 60 s).
-    let cluster = Cluster::start(
-        &[
-            "--provider",
-            "local",
-            "--models",
-            "mlp_med",
-            "--instance-types",
-            "r5n.large",
-            "--emulate-types",
-            "--emulate-scale",
-            "10000",
-            "--controller-interval-s",
-            "60",
-            "--reactive-interval-s",
-            "60",
-            "--provisioning-delay-ms",
-            "100",
-            "--max-threads",
-            "1",
-        ],
-        &[],
-    )
-    .await;
+    let args = [SLOW_POOL, &["--reactive-interval-s", "60"]].concat();
+    let cluster = Cluster::start(&args, &[]).await;
     eventually("the instance", Duration::from_secs(30), || async {
         cluster.get("/v1/workers").await["workers"]
             .as_array()
