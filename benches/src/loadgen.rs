@@ -485,13 +485,13 @@ pub async fn types_from_master(
         }
         probes.push(tokio::spawn(async move {
             let sent = Instant::now();
-            let answer: Value = request
-                .send()
-                .await
-                .and_then(reqwest::Response::error_for_status)?
-                .json()
-                .await?;
-            Ok::<_, reqwest::Error>((sent.elapsed().as_secs_f64() * 1e3, answer))
+            let response = request.send().await?;
+            let status = response.status();
+            let answer: Value = response.json().await?;
+            // Timed as the run times its answers: once the body is read.
+            let latency_ms = sent.elapsed().as_secs_f64() * 1e3;
+            anyhow::ensure!(status.is_success(), "{status}: {answer}");
+            Ok((latency_ms, answer))
         }));
     }
     let mut hops = Vec::new();
