@@ -453,6 +453,45 @@ mod tests {
     }
 
     #[test]
+    fn live_samples_of_the_hop_and_the_outside_time_shape_the_latencies() {
+        let world = world();
+        let constant = {
+            let mut c = config(Scheme::Infaas, 60, 20.0);
+            c.hop_ms = 2.0;
+            run(&world, &c, None)
+        };
+        // Samples that are all one value: the same run as that value as a constant.
+        let sampled = {
+            let mut c = config(Scheme::Infaas, 60, 20.0);
+            c.hop_ms = 2.0;
+            c.hop_samples_ms = vec![2.0; 10];
+            run(&world, &c, None)
+        };
+        assert_eq!(sampled.latencies, constant.latencies);
+        // A time outside the member calls adds to each request's latency and nothing
+        // else: the same answers, each 3 ms later.
+        let outside = {
+            let mut c = config(Scheme::Infaas, 60, 20.0);
+            c.hop_ms = 2.0;
+            c.outside_ms = vec![3.0];
+            run(&world, &c, None)
+        };
+        assert_eq!(outside.accuracy, constant.accuracy);
+        for (o, c) in outside.latencies.iter().zip(&constant.latencies) {
+            assert!((o - c - 3.0).abs() < 1e-3, "{o} vs {c}");
+        }
+        // A spread of hops spreads the latencies around the same middle.
+        let spread = {
+            let mut c = config(Scheme::Infaas, 60, 20.0);
+            c.hop_ms = 2.0;
+            c.hop_samples_ms = vec![1.0, 2.0, 3.0];
+            run(&world, &c, None)
+        };
+        assert!(spread.latency_ms.p99 > constant.latency_ms.p99 + 0.5);
+        assert!(spread.latency_ms.min < constant.latency_ms.min - 0.5);
+    }
+
+    #[test]
     fn failures_are_replaced_and_load_is_followed() {
         let world = world().with_latency_scale(100.0);
         let mut rates = vec![200.0; 600];
