@@ -451,8 +451,9 @@ pub async fn run_zoo(zoo: &Zoo, config: &LoadgenConfig) -> anyhow::Result<LoadRe
 /// its profiled latency), with the hop measured instead of [`workload::HOP_MS`]: the
 /// median over real requests (test items, each once, a generous target, at the run's mean
 /// rate, after as many to warm up) of their latency at this client less the profiled
-/// inference of the model that served them. So each type is feasible for its model on this system for the
-/// median request while its calls do not queue, and about half its answers are late.
+/// inference of the model that served them. So each type is feasible for its model on
+/// this system for the median request while its calls do not queue, and about half its
+/// answers are late.
 /// (The master's predicted response times are dominated by the hop on loopback and
 /// differ by a few µs between models, so a frontier drawn on them is degenerate.)
 pub async fn types_from_master(
