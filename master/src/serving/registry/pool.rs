@@ -220,12 +220,6 @@ impl Pool {
                     .collect();
                 let slots: Vec<Slots> = candidates.iter().map(|i| i.slots()).collect();
                 usable |= slots.iter().any(|s| s.available);
-                let free: Vec<(&Arc<Instance>, u32)> = candidates
-                    .iter()
-                    .zip(&slots)
-                    .filter(|(_, s)| s.free() > 0)
-                    .map(|(i, s)| (*i, s.free()))
-                    .collect();
                 // Regular instances first; a request that would have to wait spills to
                 // the burst instances (MArk's Lambda) while they have a free slot.
                 let in_tier = |burst: bool| {
@@ -239,8 +233,12 @@ impl Pool {
                     .is_none()
                     .then(|| packing::choose(in_tier(true)))
                     .flatten();
+                // The line is asked only when there is a free slot to take.
                 if let Some(choice) = regular.or(spill)
-                    && self.line.my_turn(place.as_ref().map(|p| p.id), &free)
+                    && self.line.my_turn(
+                        place.as_ref().map(|p| p.id),
+                        &free_slots(&candidates, &slots),
+                    )
                 {
                     let instance = candidates[choice];
                     if spill.is_some() {
@@ -548,6 +546,19 @@ impl Pool {
                 .iter()
                 .any(|i| i.in_flight.load(Ordering::Acquire) > 0)
     }
+}
+
+/// The instances among `candidates` with a free slot, and how many each has.
+fn free_slots<'a>(
+    candidates: &[&'a Arc<Instance>],
+    slots: &[Slots],
+) -> Vec<(&'a Arc<Instance>, u32)> {
+    candidates
+        .iter()
+        .zip(slots)
+        .filter(|(_, s)| s.free() > 0)
+        .map(|(i, s)| (*i, s.free()))
+        .collect()
 }
 
 /// Folds one sample into a moving average of µs kept in `cell` (weight 1/8; 0 means no
