@@ -6,7 +6,9 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     # default: 30 s, every target
 #
 # FUZZ_RUNS=N stops each target after N executions (SECONDS still bounds it); FUZZ_WORK=DIR
-# keeps the grown corpora and logs in DIR instead of a temporary directory; FUZZ_DEV=1
+# keeps the grown corpora and logs in DIR instead of a temporary directory; FUZZ_OUT=DIR
+# also writes the run's table to DIR/measured/fuzzing.md, which docs/results.md includes
+# (`cocktail results --only measured` puts it on the page); FUZZ_DEV=1
 # builds without optimisation (CI's short runs: a cold build of half the time, fewer
 # executions per second).
 #
@@ -50,7 +52,17 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 summary=()
+rows=()
 failed=()
+# What each target parses, for the table FUZZ_OUT writes.
+declare -A PARSES=(
+  [master_infer]="\`/v2/models/{task}/infer\` JSON for both tasks: inputs, shapes, texts, constraints, labels, scheme"
+  [master_classify]="\`/v1/classify\` as JSON and as multipart, delivered in chunks of 1 to 64 bytes"
+  [worker_request]="a worker's OIP JSON for an image model and a text model, then batching"
+  [worker_image]="raw PNG/JPEG bodies: decoding, the 4096-pixel limit, grey, resizing, normalising"
+  [worker_text]="the WordPiece tokenizer with the model's truncation"
+  [control_plane]="registrations, heartbeats, notices, deregistrations, and the master's registration checks"
+)
 for target in "${targets[@]}"; do
   log "fuzzing $target for ${FUZZ_SECONDS}s"
   # A copy, so that what the run adds never touches the committed corpus.
@@ -73,8 +85,29 @@ for target in "${targets[@]}"; do
   speed=$(grep -oP '^stat::average_exec_per_sec:\s*\K\d+' "$work/$target.log" || echo "?")
   cov=$(grep -oP '\bcov: \K\d+' "$work/$target.log" | tail -n 1 || echo "?")
   summary+=("$(printf '%-16s %-7s %10s runs %7s/s  cov %s' "$target" "$status" "$runs" "$speed" "$cov")")
+  rows+=("| \`$target\` | ${PARSES[$target]:-} | $runs | $speed | $cov | $status |")
 done
 printf '%s\n' "${summary[@]}" >&2
+if [ -n "${FUZZ_OUT:-}" ]; then
+  mkdir -p "$FUZZ_OUT/measured"
+  build="optimised"
+  [ -n "${FUZZ_DEV:-}" ] && build="unoptimised"
+  {
+    echo "Measured on $(date -u +%F) by \`${FUZZ_RUNS:+FUZZ_RUNS=$FUZZ_RUNS }scripts/fuzz.sh $FUZZ_SECONDS ${targets[*]}\`"
+    echo "($build build, $(nproc) cores, one target at a time)."
+    echo
+    echo "Each cargo-fuzz target (\`fuzz/\`) runs a real parser on arbitrary bytes from its"
+    echo "committed corpus (\`fuzz/corpus/\`) and checks more than survival: what it accepts"
+    echo "respects every limit, what it refuses is a 4xx naming the field. No sanitizer (the"
+    echo "workspace forbids unsafe code); overflow checks and debug assertions on (\`-s none -a\`)."
+    echo "What fuzzing found so far, and each fix's regression test: \`fuzz/README.md\`."
+    echo
+    echo "| target | parses | executions | exec/s | coverage (edges) | result |"
+    echo "|---|---|---:|---:|---:|---|"
+    printf '%s\n' "${rows[@]}"
+  } >"$FUZZ_OUT/measured/fuzzing.md"
+  log "wrote $FUZZ_OUT/measured/fuzzing.md"
+fi
 # The closing line CI reads: each target a test that passes when it found nothing.
 closing() { printf 'fuzz: %d passed, %d failed\n' "$((${#targets[@]} - ${#failed[@]}))" "${#failed[@]}"; }
 if [ ${#failed[@]} -gt 0 ]; then

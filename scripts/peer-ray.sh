@@ -33,6 +33,7 @@ PORT=28000      # Serve's HTTP port (outside Ray's worker port range, 10002-1999
 GCS_PORT=26379  # not Redis's 6379, which the tests use
 RAY_VERSION="${RAY_VERSION:-2.60.0}"
 REPORT=/dev/null
+ARGS="$*"
 while [ $# -gt 0 ]; do
   case "$1" in
     --requests) REQUESTS="$2"; shift 2 ;;
@@ -173,6 +174,8 @@ done
 RAY_REPORTED=$("$PY" -c 'import ray; print(ray.__version__)')
 echo
 {
+echo "Measured on $(date -u +%F) by \`scripts/peer-ray.sh $ARGS\`."
+echo
 echo "Fashion ensemble cnn_med + mlp_med + lenet (majority vote), one replica/worker per"
 echo "model, ONNX Runtime $ORT_VERSION with 1 intra-op thread; Ray $RAY_REPORTED; $(nproc) cores;"
 echo "closed loop, $WARMUP warm-up + $REQUESTS measured requests per row, one base64 PNG each."

@@ -36,7 +36,8 @@ cargo clippy --workspace --all-targets --features cocktail-tests/ec2 --locked --
 log "cargo build (the binaries the black-box tests start)"
 cargo build --workspace --bins --features cocktail-tests/ec2,cocktail-master/ec2 --locked
 # The compose test's images (offline: debootstrap, a chroot, the binaries just built),
-# cached under .deps/docker and by the daemon; without docker the test skips itself.
+# cached under .deps/docker and by the daemon; without docker the compose test fails,
+# naming the install step.
 if command -v docker >/dev/null; then
   "$ROOT/scripts/docker-images.sh"
 fi

@@ -7,6 +7,7 @@ pub mod ensemble_gain;
 pub mod goals;
 pub mod hetero;
 pub mod loadgen;
+pub mod measured;
 pub mod plots;
 pub mod process;
 pub mod procfs;

@@ -91,8 +91,6 @@ struct CsvRow<'a> {
     vms_max: usize,
     launches: u64,
     revocations: u64,
-    #[serde(serialize_with = "decimals::<3, _>")]
-    elapsed_s: f64,
 }
 
 impl<'a> CsvRow<'a> {
@@ -117,7 +115,6 @@ impl<'a> CsvRow<'a> {
             vms_max: r.vms_max,
             launches: r.launches,
             revocations: r.revocations,
-            elapsed_s: r.elapsed_s,
         }
     }
 }
@@ -166,7 +163,6 @@ mod tests {
             vms_max: 3,
             launches: 3,
             revocations: 0,
-            elapsed_s: 0.0191,
         };
         let mut writer = csv::Writer::from_writer(Vec::new());
         writer.serialize(row).unwrap();
@@ -175,7 +171,7 @@ mod tests {
         let header = committed.lines().next().unwrap();
         let expected = format!(
             "{header}\nsentiment,InFaaS,reactive,strict,179207,186,0.81252,0.56324,1.0000,\
-             0.6455,10.9757,21.4364,30.9757,0.00119,0.447000,3.00,3,3,0,0.019\n"
+             0.6455,10.9757,21.4364,30.9757,0.00119,0.447000,3.00,3,3,0\n"
         );
         assert_eq!(written, expected);
     }

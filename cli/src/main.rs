@@ -59,8 +59,9 @@ enum Command {
         #[arg(long, default_value = "docs")]
         out: PathBuf,
         /// Regenerate one section only, spliced into the existing results.md:
-        /// `drift` (issue 34's drift schedules).
-        #[arg(long, value_parser = ["drift"])]
+        /// `drift` (issue 34's drift schedules), or `measured` (the live-measured
+        /// sections, read again from `OUT/measured/` after a tool rewrote one).
+        #[arg(long, value_parser = ["drift", "measured"])]
         only: Option<String>,
     },
 }
@@ -81,6 +82,7 @@ fn main() -> ExitCode {
             .and_then(cocktail_common::Zoo::load)
             .map_err(anyhow::Error::from)
             .and_then(|zoo| match only.as_deref() {
+                Some("measured") => cocktail_benches::results::splice_measured(&out),
                 Some(_) => cocktail_benches::results::generate_drift(&zoo, &out),
                 None => cocktail_benches::results::generate(&zoo, &out),
             }),

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum as _};
+use cocktail_benches::measured;
 use cocktail_benches::process::{MASTER_FLAGS, admin_client, png_base64, start, wait_for_workers};
 use cocktail_benches::procfs::{ProcessSet, cpu_between};
 use cocktail_benches::stats::{Summary, us};
@@ -104,9 +105,7 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     if let Some(out) = &args.out {
-        let dir = out.join("measured");
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join("wire.md"), table)?;
+        measured::write(out, "wire.md", &table)?;
     }
     Ok(())
 }

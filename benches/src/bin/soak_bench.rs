@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use cocktail_benches::measured;
 use cocktail_benches::loadgen::{self, LoadReport, LoadgenConfig};
 use cocktail_benches::process::{admin_client, command_lines, flag, parent_of, secrets, sibling};
 use cocktail_benches::workload::Mix;
@@ -281,10 +282,8 @@ async fn main() -> anyhow::Result<()> {
     )?;
     println!("{table}");
     if let Some(out) = &args.out {
-        let dir = out.join("measured");
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join("soak.md"), &table)?;
-        eprintln!("wrote {}", dir.join("soak.md").display());
+        let path = measured::write(out, "soak.md", &table)?;
+        eprintln!("wrote {}", path.display());
     }
     // `cocktail up` stops its master, which stops the workers.
     cocktail_process::stop(&mut up, Duration::from_secs(60)).await?;

@@ -92,7 +92,9 @@ pub struct SimResult {
     pub types: Vec<TypeResult>,
     pub pools: Vec<String>,
     pub series: Vec<Bucket>,
-    /// Wall-clock seconds the run took.
+    /// Wall-clock seconds the run took; not serialised, so that the committed results
+    /// regenerate bit for bit (`tests/tests/results_page.rs`).
+    #[serde(skip)]
     pub elapsed_s: f64,
     /// The latency of every request (milliseconds), for box plots; not serialised.
     #[serde(skip)]
