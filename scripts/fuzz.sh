@@ -18,6 +18,7 @@
 # Overflow checks and debug assertions stay on (`-a`). A crash leaves its input in
 # fuzz/artifacts/TARGET/; the command to replay it is printed.
 source "$(dirname "$0")/lib.sh"
+FUZZ_ARGS="$*"
 FUZZ_SECONDS="${1:-30}"
 shift $(($# > 0 ? 1 : 0))
 CARGO_FUZZ_VERSION="0.13.2"
@@ -93,7 +94,7 @@ if [ -n "${FUZZ_OUT:-}" ]; then
   build="optimised"
   [ -n "${FUZZ_DEV:-}" ] && build="unoptimised"
   {
-    echo "Measured on $(date -u +%F) by \`${FUZZ_RUNS:+FUZZ_RUNS=$FUZZ_RUNS }scripts/fuzz.sh $FUZZ_SECONDS ${targets[*]}\`"
+    echo "Measured on $(date -u +%F) by \`${FUZZ_DEV:+FUZZ_DEV=1 }${FUZZ_RUNS:+FUZZ_RUNS=$FUZZ_RUNS }FUZZ_OUT=$FUZZ_OUT scripts/fuzz.sh $FUZZ_ARGS\`"
     echo "($build build, $(nproc) cores, one target at a time)."
     echo
     echo "Each cargo-fuzz target (\`fuzz/\`) runs a real parser on arbitrary bytes from its"

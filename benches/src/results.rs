@@ -323,8 +323,11 @@ pub fn splice_measured(out: &Path) -> anyhow::Result<()> {
     let start = page
         .find(RELIABILITY)
         .with_context(|| format!("{} has no section starting {RELIABILITY:?}", path.display()))?;
-    std::fs::write(&path, format!("{}{}", &page[..start], measured_sections(out)?))
-        .with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(
+        &path,
+        format!("{}{}", &page[..start], measured_sections(out)?),
+    )
+    .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
@@ -643,12 +646,21 @@ mod tests {
         splice_measured(&out).unwrap();
         let page = std::fs::read_to_string(out.join("results.md")).unwrap();
         assert!(page.starts_with("# Results\n\nsimulated\n\n"), "{page}");
-        assert!(page.contains("soak table") && !page.contains("old fragments"), "{page}");
-        assert!(page.contains("Not measured yet: run `scripts/fuzz.sh`"), "{page}");
+        assert!(
+            page.contains("soak table") && !page.contains("old fragments"),
+            "{page}"
+        );
+        assert!(
+            page.contains("Not measured yet: run `scripts/fuzz.sh`"),
+            "{page}"
+        );
         assert_eq!(page.matches(RELIABILITY).count(), 1, "{page}");
         // Splicing again changes nothing.
         splice_measured(&out).unwrap();
-        assert_eq!(std::fs::read_to_string(out.join("results.md")).unwrap(), page);
+        assert_eq!(
+            std::fs::read_to_string(out.join("results.md")).unwrap(),
+            page
+        );
         // A page without the sections is an error, not a page cut short.
         std::fs::write(out.join("results.md"), "# Results\n").unwrap();
         assert!(splice_measured(&out).is_err());

@@ -78,7 +78,11 @@ fn the_committed_results_page_is_what_cocktail_results_writes() {
     // Committed files the generator no longer writes are stale.
     let stale: Vec<PathBuf> = ["results", "plots"]
         .iter()
-        .flat_map(|d| files(&docs.join(d)).into_iter().map(move |f| Path::new(d).join(f)))
+        .flat_map(|d| {
+            files(&docs.join(d))
+                .into_iter()
+                .map(move |f| Path::new(d).join(f))
+        })
         .filter(|f| !written.contains(f))
         .filter(|f| !is_live(f))
         .collect();

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use cocktail_benches::measured;
 use cocktail_benches::loadgen::{self, LoadReport, LoadgenConfig};
+use cocktail_benches::measured;
 use cocktail_benches::process::{admin_client, command_lines, flag, parent_of, secrets, sibling};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
