@@ -551,4 +551,16 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn a_target_written_to_json_reads_back_as_the_same_number() {
+        // Found by fuzzing (master_classify): a form's latency_ms "0.999999999999999905"
+        // is 0.9999999999999999 as f64; serde_json without `float_roundtrip` read that
+        // back from the members' OIP parameters one ulp off.
+        let latency_ms: f64 = "0.999999999999999905".parse().unwrap();
+        let written =
+            serde_json::to_vec(&json!({ "latency_ms": latency_ms, "accuracy": 0.93 })).unwrap();
+        let read: Map<String, Value> = serde_json::from_slice(&written).unwrap();
+        assert_eq!(constraint(&read).unwrap().latency_ms, latency_ms);
+    }
 }
