@@ -138,6 +138,16 @@ fn policy(c: &mut Criterion) {
         b.iter(|| selection::initial(black_box(&models), black_box(&constraint), Some(&recorded)));
     });
 
+    // The substitutes of a 3-member ensemble in a pool of 6, which the master lists only
+    // when a member fails or is hedged (it did for every request before issue 35).
+    let pool: Vec<usize> = (0..6).collect();
+    let three = [1, 3, 5];
+    c.bench_function("select/substitutes_10", |b| {
+        b.iter(|| {
+            selection::substitutes(black_box(&models), black_box(&pool), &three, &constraint)
+        });
+    });
+
     let all = ballots(&probabilities);
     for (name, scheme) in [
         ("vote/weighted_10x10", Scheme::Weighted),

@@ -96,7 +96,7 @@ pub async fn call_member(
         // if longer); the request stops waiting at its deadline. Only a call that gets no
         // answer in that time counts against the instance ([`crate::serving::registry::Lease`]).
         let mut call = client
-            .post(&lease.instance.infer_url)
+            .post(lease.instance.infer_url.clone())
             .body(body.body.clone())
             .timeout(remaining.max(HUNG_AFTER));
         call = match body.header {

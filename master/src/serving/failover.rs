@@ -25,23 +25,40 @@ const HEDGE_FACTOR: u32 = 4;
 /// scale); `--hedge-min-ms` sets it.
 pub const HEDGE_MIN: Duration = Duration::from_millis(5);
 
+/// What lists a request's substitutes, best first (a request's selection and its members
+/// in [`crate::serving::service`]).
+pub type SubstituteSource<'a> = &'a (dyn Fn() -> Vec<usize> + Sync);
+
 /// The substitutes a request may still use, best first, shared by its slots so that two
-/// failing members never take the same one.
-#[derive(Debug)]
-pub struct Spares {
-    queue: Mutex<VecDeque<usize>>,
+/// failing members never take the same one. Listed when a slot first needs one (a member
+/// failed or is hedged), not for every request: most requests never need one, and the
+/// list takes the constraint's lock, a filter and two sorts.
+pub struct Spares<'a> {
+    source: SubstituteSource<'a>,
+    /// `None` until a slot first asks.
+    queue: Mutex<Option<VecDeque<usize>>>,
 }
 
-impl Spares {
-    pub fn new(substitutes: Vec<usize>) -> Self {
+impl std::fmt::Debug for Spares<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Spares")
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Spares<'a> {
+    pub fn new(source: SubstituteSource<'a>) -> Self {
         Self {
-            queue: Mutex::new(substitutes.into()),
+            source,
+            queue: Mutex::new(None),
         }
     }
 
     /// The best remaining substitute that some worker serves now.
     fn take(&self, task: &TaskTable, registry: &Registry) -> Option<usize> {
         let mut queue = self.queue.lock();
+        let queue = queue.get_or_insert_with(|| (self.source)().into());
         while let Some(model) = queue.pop_front() {
             if registry.serves(&task.models[model]) {
                 return Some(model);
@@ -92,7 +109,7 @@ pub struct Waiting {
 pub async fn gather(
     call: Call<'_>,
     members: &[usize],
-    spares: &Spares,
+    spares: &Spares<'_>,
     waiting: Waiting,
 ) -> Vec<Slot> {
     let mut running: FuturesUnordered<_> = members
@@ -173,7 +190,7 @@ pub fn hedge_after(
 }
 
 /// Serves one slot: the member, then substitutes while time remains; at most one hedge.
-pub async fn serve_slot(call: Call<'_>, member: usize, spares: &Spares) -> Slot {
+pub async fn serve_slot(call: Call<'_>, member: usize, spares: &Spares<'_>) -> Slot {
     let started = Instant::now();
     let typical = call
         .registry
@@ -247,7 +264,27 @@ pub async fn serve_slot(call: Call<'_>, member: usize, spares: &Spares) -> Slot 
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
+    use crate::{Master, MasterConfig};
+
+    #[tokio::test]
+    async fn substitutes_are_listed_once_and_only_when_a_slot_asks() {
+        let master = Master::new(MasterConfig::default()).unwrap();
+        let task = master.task("fashion").unwrap();
+        let listed = AtomicUsize::new(0);
+        let source = || {
+            listed.fetch_add(1, Ordering::Relaxed);
+            vec![0, 1]
+        };
+        let spares = Spares::new(&source);
+        assert_eq!(listed.load(Ordering::Relaxed), 0, "not for every request");
+        // No worker serves either model: neither stands in, and the list is made once.
+        assert_eq!(spares.take(&task, &master.registry), None);
+        assert_eq!(spares.take(&task, &master.registry), None);
+        assert_eq!(listed.load(Ordering::Relaxed), 1);
+    }
 
     #[test]
     fn hedging_waits_a_few_typical_calls_and_never_past_the_deadline() {

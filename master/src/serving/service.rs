@@ -679,15 +679,18 @@ impl Master {
     #[tracing::instrument(skip_all, fields(members = resolved.members.len()))]
     async fn dispatch(&self, resolved: &Resolved, request: &ValidRequest) -> Vec<Slot> {
         // A pinned ensemble is served as named: no member stands in for another.
-        let spares = Spares::new(resolved.state.as_ref().map_or_else(Vec::new, |state| {
-            let s = state.lock();
-            selection::substitutes(
-                &resolved.task.candidates,
-                &s.pool,
-                &resolved.members,
-                &s.constraint,
-            )
-        }));
+        let substitutes = || {
+            resolved.state.as_ref().map_or_else(Vec::new, |state| {
+                let s = state.lock();
+                selection::substitutes(
+                    &resolved.task.candidates,
+                    &s.pool,
+                    &resolved.members,
+                    &s.constraint,
+                )
+            })
+        };
+        let spares = Spares::new(&substitutes);
         let call = Call {
             client: &self.client,
             registry: &self.registry,
