@@ -446,7 +446,7 @@ pub async fn register(
     let master = &state.master;
     super::certificate::admit(&state, &body).await?;
     super::certificate::require_tls(&state, &body)?;
-    master.registry.register(&body);
+    master.registry.register(&body)?;
     master.probe(&body.model, &body.url);
     Ok(HttpResponse::Ok().json(Registered {
         heartbeat_ms: master.config.heartbeat.as_millis() as u64,

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::MasterError;
 use cocktail_common::control::{MISSED_HEARTBEATS, Registration};
 use parking_lot::{Mutex, RwLock};
 
@@ -86,13 +87,17 @@ impl Registry {
         self.speeds.read().get(model).cloned()
     }
 
-    /// Adds or replaces an instance (a worker registering again keeps its id).
-    pub fn register(&self, registration: &Registration) {
+    /// Adds or replaces an instance (a worker registering again keeps its id). 422 naming
+    /// `url` when it does not make a URL to call.
+    pub fn register(&self, registration: &Registration) -> Result<(), MasterError> {
         let url = registration.url.trim_end_matches('/').to_owned();
+        let infer = format!("{url}/v2/models/{}/infer", registration.model);
+        let infer_url = reqwest::Url::parse(&infer)
+            .map_err(|e| MasterError::invalid("url", format!("`{infer}`: {e}")))?;
         let instance = Arc::new(Instance {
             id: registration.id.clone(),
             model: registration.model.clone(),
-            infer_url: format!("{url}/v2/models/{}/infer", registration.model),
+            infer_url,
             url,
             packing_factor: registration.packing_factor.max(1),
             burst: registration.burst,
@@ -114,9 +119,10 @@ impl Registry {
             }))
         };
         pool.instances.write().push(instance);
-        pool.freed.notify_waiters();
+        pool.changed();
         tracing::info!(id = %registration.id, model = %registration.model, url = %registration.url,
             packing_factor = registration.packing_factor, "worker registered");
+        Ok(())
     }
 
     fn find(&self, id: &str) -> Option<(Arc<Pool>, Arc<Instance>)> {
@@ -141,7 +147,7 @@ impl Registry {
         if draining {
             instance.draining.store(true, Ordering::Release);
         }
-        pool.freed.notify_waiters();
+        pool.changed();
         true
     }
 
@@ -152,7 +158,7 @@ impl Registry {
         };
         instance.draining.store(true, Ordering::Release);
         // Waiters must look elsewhere (or learn that nothing is left).
-        pool.freed.notify_waiters();
+        pool.changed();
         true
     }
 
@@ -161,7 +167,7 @@ impl Registry {
             return false;
         };
         pool.instances.write().retain(|i| i.id != id);
-        pool.freed.notify_waiters();
+        pool.changed();
         true
     }
 

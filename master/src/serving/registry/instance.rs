@@ -12,8 +12,9 @@ pub struct Instance {
     pub id: String,
     pub model: String,
     pub url: String,
-    /// `{url}/v2/models/{model}/infer`, built once.
-    pub infer_url: String,
+    /// `{url}/v2/models/{model}/infer`, parsed once at registration rather than by
+    /// every member call.
+    pub infer_url: reqwest::Url,
     pub packing_factor: u32,
     /// A burst instance serves only what the regular ones cannot take at once.
     pub burst: bool,

@@ -22,6 +22,8 @@ use super::{Instance, UNANSWERED_LIMIT};
 #[derive(Debug, Default)]
 pub struct Pool {
     pub(super) instances: RwLock<Vec<Arc<Instance>>>,
+    /// Wakes the calls waiting for a slot on a pool that mixes types (Kairos' matching
+    /// runs again); calls on other pools wait in [`Line`], woken one per freed slot.
     pub(super) freed: Notify,
     /// The model's batch latency, for Kairos' matching on pools that mix types.
     pub(super) speed: Option<Arc<Speed>>,
@@ -166,9 +168,14 @@ impl Drop for Lease {
         }
         self.instance.in_flight.fetch_sub(1, Ordering::AcqRel);
         average_us(&self.pool.hold_us, self.taken.elapsed());
-        // Every waiter looks again: the freed slot may be on an instance one of them has
-        // already tried, so waking only one could strand the others.
-        self.pool.freed.notify_waiters();
+        if self.instance.slots().available {
+            // One call in line takes the slot; on a mixed pool, the matching runs again.
+            self.pool.line.freed(&self.instance);
+            self.pool.freed.notify_waiters();
+        } else {
+            // Gone down or draining: the calls that could only use it must learn so.
+            self.pool.changed();
+        }
     }
 }
 
@@ -208,9 +215,6 @@ impl Pool {
         // call is waiting for takes it at once.
         let mut place: Option<InLine<'_>> = None;
         loop {
-            // Register interest before looking, so a slot freed meanwhile is not missed.
-            let mut notified = pin!(self.freed.notified());
-            notified.as_mut().enable();
             let mut usable = false;
             {
                 let instances = self.instances.read();
@@ -234,39 +238,51 @@ impl Pool {
                     .then(|| packing::choose(in_tier(true)))
                     .flatten();
                 // The line is asked only when there is a free slot to take.
-                if let Some(choice) = regular.or(spill)
-                    && self.line.my_turn(
-                        place.as_ref().map(|p| p.id),
-                        &free_slots(&candidates, &slots),
-                    )
-                {
-                    let instance = candidates[choice];
-                    if spill.is_some() {
-                        metrics::counter!("cocktail_master_burst_spills_total", "model" => instance.model.clone())
-                            .increment(1);
+                if let Some(choice) = regular.or(spill) {
+                    let mut free = free_slots(&candidates, &slots);
+                    if self.line.my_turn(place.as_ref().map(|p| p.id), &free) {
+                        let instance = candidates[choice];
+                        if spill.is_some() {
+                            metrics::counter!("cocktail_master_burst_spills_total", "model" => instance.model.clone())
+                                .increment(1);
+                        }
+                        if instance.try_take() {
+                            *instance.last_used.lock() = Instant::now();
+                            if let Some(place) = place.as_mut() {
+                                take_one(&mut free, instance);
+                                place.served(&free);
+                            }
+                            return Ok(Lease::new(instance, self));
+                        }
+                        // Lost a race for the slot: look again at once.
+                        continue;
                     }
-                    if instance.try_take() {
-                        *instance.last_used.lock() = Instant::now();
-                        return Ok(Lease::new(instance, self));
-                    }
-                    // Lost a race for the slot: look again at once.
-                    continue;
                 }
             }
             if !usable {
                 return Err(NoSlot::NoInstance);
             }
-            if place.is_none() {
+            let Some(waiting) = place.as_ref() else {
                 let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
-                place = Some(self.line.join(id, exclude, &self.freed));
+                place = Some(self.line.join(id, exclude));
                 // Its place may already be its turn.
                 continue;
-            }
-            let wait = tokio::time::timeout_at(deadline.into(), notified).await;
-            if wait.is_err() {
+            };
+            // A slot freed since the look above left a wake-up behind: none is missed.
+            if tokio::time::timeout_at(deadline.into(), waiting.woken())
+                .await
+                .is_err()
+            {
                 return Err(NoSlot::Timeout);
             }
         }
+    }
+
+    /// Something other than a freed slot changed (an instance came, went, drained, went
+    /// down or answered a heartbeat): every waiting call looks again.
+    pub(super) fn changed(&self) {
+        self.freed.notify_waiters();
+        self.line.wake_all();
     }
 
     /// Whether the usable regular instances span more than one known type.
@@ -545,6 +561,13 @@ impl Pool {
                 .read()
                 .iter()
                 .any(|i| i.in_flight.load(Ordering::Acquire) > 0)
+    }
+}
+
+/// `free` less the slot just taken on `instance`.
+fn take_one(free: &mut [(&Arc<Instance>, u32)], instance: &Arc<Instance>) {
+    if let Some((_, n)) = free.iter_mut().find(|(i, _)| Arc::ptr_eq(i, instance)) {
+        *n = n.saturating_sub(1);
     }
 }
 

@@ -21,8 +21,8 @@ fn registration(id: &str, pf: u32) -> Registration {
 #[tokio::test]
 async fn leases_pack_by_fewest_free_slots_and_queue_when_full() {
     let registry = Registry::default();
-    registry.register(&registration("a", 2));
-    registry.register(&registration("b", 2));
+    registry.register(&registration("a", 2)).unwrap();
+    registry.register(&registration("b", 2)).unwrap();
     let pool = registry.pool("m").unwrap();
     let soon = Instant::now() + Duration::from_millis(50);
     let first = pool.acquire(soon, &[], 1).await.unwrap();
@@ -54,8 +54,8 @@ async fn leases_pack_by_fewest_free_slots_and_queue_when_full() {
 #[tokio::test]
 async fn waiting_calls_get_slots_first_come_first_served_except_where_excluded() {
     let registry = Registry::default();
-    registry.register(&registration("a", 1));
-    registry.register(&registration("b", 1));
+    registry.register(&registration("a", 1)).unwrap();
+    registry.register(&registration("b", 1)).unwrap();
     let pool = registry.pool("m").unwrap();
     let later = || Instant::now() + Duration::from_secs(5);
     let on_a = pool.acquire(later(), &[], 1).await.unwrap();
@@ -102,11 +102,13 @@ async fn waiting_calls_get_slots_first_come_first_served_except_where_excluded()
 #[tokio::test]
 async fn requests_spill_to_burst_instances_only_when_the_regular_ones_are_full() {
     let registry = Registry::default();
-    registry.register(&Registration {
-        burst: true,
-        ..registration("lambda", 4)
-    });
-    registry.register(&registration("a", 1));
+    registry
+        .register(&Registration {
+            burst: true,
+            ..registration("lambda", 4)
+        })
+        .unwrap();
+    registry.register(&registration("a", 1)).unwrap();
     let pool = registry.pool("m").unwrap();
     let soon = Instant::now() + Duration::from_millis(20);
     let first = pool.acquire(soon, &[], 1).await.unwrap();
@@ -120,8 +122,8 @@ async fn requests_spill_to_burst_instances_only_when_the_regular_ones_are_full()
 #[tokio::test]
 async fn draining_down_and_excluded_instances_get_no_work() {
     let registry = Registry::default();
-    registry.register(&registration("a", 1));
-    registry.register(&registration("b", 1));
+    registry.register(&registration("a", 1)).unwrap();
+    registry.register(&registration("b", 1)).unwrap();
     let pool = registry.pool("m").unwrap();
     let soon = Instant::now() + Duration::from_millis(20);
     assert!(registry.drain("a"));
@@ -150,7 +152,7 @@ async fn draining_down_and_excluded_instances_get_no_work() {
 #[tokio::test]
 async fn an_instance_that_leaves_calls_unanswered_gets_no_work_until_it_heartbeats() {
     let registry = Registry::default();
-    registry.register(&registration("a", 4));
+    registry.register(&registration("a", 4)).unwrap();
     let pool = registry.pool("m").unwrap();
     let soon = Instant::now() + Duration::from_millis(20);
     for _ in 0..UNANSWERED_LIMIT - 1 {
@@ -200,14 +202,18 @@ async fn mixed_pools_match_batches_to_the_type_that_meets_the_deadline() {
         catalog,
     });
     let registry = Registry::with_speeds(HashMap::from([("m".to_owned(), speed)]));
-    registry.register(&Registration {
-        instance_type: Some("r5n.large".into()),
-        ..registration("cpu", 1)
-    });
-    registry.register(&Registration {
-        instance_type: Some("g4dn.xlarge".into()),
-        ..registration("gpu", 1)
-    });
+    registry
+        .register(&Registration {
+            instance_type: Some("r5n.large".into()),
+            ..registration("cpu", 1)
+        })
+        .unwrap();
+    registry
+        .register(&Registration {
+            instance_type: Some("g4dn.xlarge".into()),
+            ..registration("gpu", 1)
+        })
+        .unwrap();
     let pool = registry.pool("m").unwrap();
     assert!(pool.mixed(&[]));
     pool.record_batch(1);
@@ -228,4 +234,18 @@ async fn mixed_pools_match_batches_to_the_type_that_meets_the_deadline() {
     let waited = pool.acquire(within(5), &[], 128).await;
     assert_eq!(waited.unwrap_err(), NoSlot::Timeout);
     assert!(!Registry::default().pool("m").is_some_and(|p| p.mixed(&[])));
+}
+
+#[test]
+fn a_url_that_cannot_be_called_is_refused_naming_the_field() {
+    let registry = Registry::default();
+    let mut bad = registration("a", 1);
+    bad.url = "not a url".into();
+    let error = registry.register(&bad).unwrap_err().to_string();
+    assert!(error.contains("`url`"), "{error}");
+    assert!(registry.pool("m").is_none());
+    registry.register(&registration("a", 1)).unwrap();
+    let pool = registry.pool("m").unwrap();
+    let instance = &pool.instances()[0];
+    assert_eq!(instance.infer_url.as_str(), "http://a/v2/models/m/infer");
 }
