@@ -116,22 +116,36 @@ pub fn vote(
     if ballots.is_empty() || classes == 0 {
         return None;
     }
+    /// What a class's voters add up to beyond its score.
+    #[derive(Clone, Copy)]
+    struct Tally {
+        votes: usize,
+        weight: f64,
+        /// The accuracy of its most accurate voter.
+        best: f64,
+    }
     let mut scores = vec![0.0_f64; classes];
-    let mut counts = vec![0_usize; classes];
-    let mut total_weight = vec![0.0_f64; classes];
-    let mut best_voter = vec![f64::NEG_INFINITY; classes];
+    let mut tallies = vec![
+        Tally {
+            votes: 0,
+            weight: 0.0,
+            best: f64::NEG_INFINITY,
+        };
+        classes
+    ];
     for b in ballots {
-        let Some(count) = counts.get_mut(b.class) else {
+        let (Some(tally), Some(score)) = (tallies.get_mut(b.class), scores.get_mut(b.class)) else {
             continue;
         };
-        *count += 1;
+        tally.votes += 1;
         let w = weights.weight(b.model, b.class);
-        total_weight[b.class] += w;
-        let acc = accuracy.get(b.model).copied().unwrap_or(0.0);
-        best_voter[b.class] = best_voter[b.class].max(acc);
+        tally.weight += w;
+        tally.best = tally
+            .best
+            .max(accuracy.get(b.model).copied().unwrap_or(0.0));
         match scheme {
-            Scheme::Weighted => scores[b.class] += w,
-            Scheme::Majority => scores[b.class] += 1.0,
+            Scheme::Weighted => *score += w,
+            Scheme::Majority => *score += 1.0,
             Scheme::Average => {
                 for (s, &p) in scores.iter_mut().zip(b.probabilities) {
                     *s += f64::from(p) / ballots.len() as f64;
@@ -141,18 +155,20 @@ pub fn vote(
     }
     // Exact float ties are what tie-breaking is for; scores are sums of the same weights.
     // `Majority` breaks them as the estimate does, by the most accurate voter.
-    let key = |c: usize| match scheme {
-        Scheme::Majority => (scores[c], best_voter[c], 0.0),
-        Scheme::Weighted | Scheme::Average => (scores[c], total_weight[c], best_voter[c]),
+    let key = |(score, t): (f64, &Tally)| match scheme {
+        Scheme::Majority => (score, t.best, 0.0),
+        Scheme::Weighted | Scheme::Average => (score, t.weight, t.best),
     };
-    let class = (0..classes).fold(0, |best, c| {
-        let (a, b) = (key(c), key(best));
+    let mut keys = scores.iter().copied().zip(&tallies).map(key).enumerate();
+    let first = keys.next()?;
+    let (class, _) = keys.fold(first, |best, (c, a)| {
+        let b = best.1;
         let better = a.0 > b.0 || (a.0 == b.0 && (a.1 > b.1 || (a.1 == b.1 && a.2 > b.2)));
-        if better { c } else { best }
+        if better { (c, a) } else { best }
     });
     Some(Outcome {
         class,
-        winning_votes: counts[class],
+        winning_votes: tallies.get(class).map_or(0, |t| t.votes),
         scores,
     })
 }
