@@ -97,7 +97,8 @@ pub fn run(
             )
             .collect();
         bar.set_message(format!("autoscaling, {trace} trace"));
-        let results = parallel(world, jobs.iter().map(|&j| config(j)).collect(), bar);
+        let configs: Vec<(&World, SimConfig)> = jobs.iter().map(|&j| (world, config(j))).collect();
+        let results = sim::run_all(&configs, bar);
         let mut runs = TraceRuns {
             trace,
             autoscalers: Vec::new(),
@@ -146,34 +147,6 @@ pub fn run(
 pub fn runs() -> u64 {
     let per_trace = Autoscaler::ALL.len() + TRACKING_SWEEP.len() + Statistical::ALL.len() - 1;
     (TRACES.len() * per_trace) as u64
-}
-
-/// Runs every configuration, on as many threads as there are cores, in order.
-fn parallel(world: &World, configs: Vec<SimConfig>, bar: &ProgressBar) -> Vec<SimResult> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut results: Vec<Option<SimResult>> = vec![None; configs.len()];
-    let done = std::sync::Mutex::new(&mut results);
-    std::thread::scope(|scope| {
-        for _ in 0..threads.min(configs.len()) {
-            scope.spawn(|| {
-                loop {
-                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(config) = configs.get(k) else {
-                        break;
-                    };
-                    let result = sim::run(world, config, None);
-                    bar.inc(1);
-                    if let Ok(mut done) = done.lock()
-                        && let Some(slot) = done.get_mut(k)
-                    {
-                        *slot = Some(result);
-                    }
-                }
-            });
-        }
-    });
-    results.into_iter().flatten().collect()
 }
 
 /// Mean rate per interval of `interval_s` seconds, from one rate per second.

@@ -57,10 +57,18 @@ struct Outcome {
     correct: bool,
     models: usize,
     degraded: bool,
-    /// The time outside the member calls: the latency less the master's `wait_us`.
-    outside_ms: Option<f64>,
-    /// The master's `wait_us` for the member calls, in ms.
-    wait_ms: Option<f64>,
+    /// Where the answer's time went (none for an error).
+    times: Option<AnswerTimes>,
+}
+
+/// Where one answer's latency went, as the master reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct AnswerTimes {
+    /// The wait for the member calls (the master's `wait_us`), in ms.
+    pub wait_ms: f64,
+    /// The rest: the latency less that wait (the client's hop to the master and back,
+    /// the master's own work), in ms.
+    pub outside_ms: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -87,14 +95,9 @@ pub struct LoadReport {
     /// The master's bill over the run (`GET /v1/cost`), when it manages instances.
     pub cost: Option<f64>,
     pub types: Vec<TypeResult>,
-    /// Each answer's time outside its member calls (its latency less the master's
-    /// `wait_us`: the client's hop to the master and back and the master's own work),
-    /// for the simulator's `outside_ms`.
+    /// Where each answer's time went, for the simulator's `live_answers`.
     #[serde(skip)]
-    pub outside_ms: Vec<f64>,
-    /// Each answer's wait for its member calls (the master's `wait_us`, in ms).
-    #[serde(skip)]
-    pub wait_ms: Vec<f64>,
+    pub times: Vec<AnswerTimes>,
 }
 
 /// The test items as JSON inputs of the OIP infer body, and their labels.
@@ -224,8 +227,7 @@ pub async fn run(
             let _ = sender.send(Outcome {
                 kind,
                 latency,
-                outside_ms: outside_ms(latency, parameters),
-                wait_ms: parameters["wait_us"].as_f64().map(|us| us / 1e3),
+                times: times(latency, parameters),
                 status,
                 transport_error,
                 correct: class == Some(label as u64),
@@ -253,8 +255,7 @@ pub async fn run(
 #[derive(Debug)]
 struct Tally {
     latencies: Vec<f32>,
-    outside_ms: Vec<f64>,
-    wait_ms: Vec<f64>,
+    times: Vec<AnswerTimes>,
     errors: std::collections::BTreeMap<u16, u64>,
     first_transport_error: Option<String>,
     answered: u64,
@@ -271,8 +272,7 @@ impl Tally {
     fn new(types: usize) -> Self {
         Self {
             latencies: Vec::new(),
-            outside_ms: Vec::new(),
-            wait_ms: Vec::new(),
+            times: Vec::new(),
             errors: Default::default(),
             first_transport_error: None,
             answered: 0,
@@ -289,8 +289,7 @@ impl Tally {
     fn add(&mut self, o: &Outcome, deadline_ms: f64, target: f64) {
         let ms = o.latency.as_secs_f64() * 1000.0;
         self.latencies.push(ms as f32);
-        self.outside_ms.extend(o.outside_ms);
-        self.wait_ms.extend(o.wait_ms);
+        self.times.extend(o.times);
         let ok = (200..300).contains(&o.status);
         if !ok {
             *self.errors.entry(o.status).or_default() += 1;
@@ -367,17 +366,19 @@ impl Tally {
                     }
                 })
                 .collect(),
-            outside_ms: self.outside_ms,
-            wait_ms: self.wait_ms,
+            times: self.times,
         }
     }
 }
 
-/// An answer's time outside its member calls: its `latency` less the `wait_us` its
-/// `parameters` report (`None` for an error, which has no `wait_us`).
-fn outside_ms(latency: Duration, parameters: &Value) -> Option<f64> {
+/// An answer's wait for its member calls, the `wait_us` its `parameters` report, and
+/// the rest of its `latency` (`None` for an error, which has no `wait_us`).
+fn times(latency: Duration, parameters: &Value) -> Option<AnswerTimes> {
     let wait_ms = parameters["wait_us"].as_f64()? / 1e3;
-    Some((latency.as_secs_f64() * 1e3 - wait_ms).max(0.0))
+    Some(AnswerTimes {
+        wait_ms,
+        outside_ms: (latency.as_secs_f64() * 1e3 - wait_ms).max(0.0),
+    })
 }
 
 /// The report as a markdown table.

@@ -27,29 +27,16 @@ const SCALED_DURATION: usize = 1800;
 const AUTOSCALING_HOURS: f64 = 6.0;
 const SEED: u64 = 1;
 
-struct Runner {
-    bar: ProgressBar,
-}
-
-impl Runner {
-    fn run(&self, world: &World, config: &SimConfig, what: &str) -> SimResult {
-        self.bar.set_message(format!("{what}: {}", config.label()));
-        let result = sim::run(world, config, None);
-        self.bar.inc(1);
-        result
-    }
-
-    /// Every scheme, and Cocktail with measured selection (`Cocktail-M`) after them.
-    fn schemes(&self, world: &World, mix: Mix, rates: &[f64], what: &str) -> Vec<SimResult> {
-        let mut measured = SimConfig::new(Scheme::Cocktail, mix, rates.to_vec(), SEED);
-        measured.selection.rule = Rule::Measured;
-        Scheme::ALL
-            .iter()
-            .map(|&s| SimConfig::new(s, mix, rates.to_vec(), SEED))
-            .chain(std::iter::once(measured))
-            .map(|c| self.run(world, &c, what))
-            .collect()
-    }
+/// Every scheme's configuration, and Cocktail with measured selection (`Cocktail-M`)
+/// after them.
+fn schemes(mix: Mix, rates: &[f64]) -> Vec<SimConfig> {
+    let mut measured = SimConfig::new(Scheme::Cocktail, mix, rates.to_vec(), SEED);
+    measured.selection.rule = Rule::Measured;
+    Scheme::ALL
+        .iter()
+        .map(|&s| SimConfig::new(s, mix, rates.to_vec(), SEED))
+        .chain(std::iter::once(measured))
+        .collect()
 }
 
 /// "1.23x" when both are positive.
@@ -83,18 +70,49 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
     let twitter = trace("twitter", HOUR, PAPER_RATE)?;
     let bursty = trace("twitter", SCALED_DURATION, SCALED_RATE)?;
 
-    let runs = 5 * 5 + 2 + 2 + autoscaling::runs() + drift_report::runs();
+    // The comparisons of schemes, and the runs the page sets beside them, as one batch
+    // that keeps both cores busy.
+    let failure = Failure {
+        at_s: SCALED_DURATION as f64 / 2.0,
+        fraction: 0.2,
+    };
+    let sets: [(&World, Mix, &[f64]); 5] = [
+        (&fashion, Mix::Strict, &wiki),
+        (&fashion, Mix::Relaxed, &wiki),
+        (&fashion, Mix::Strict, &twitter),
+        (&sentiment, Mix::Strict, &wiki),
+        (&scaled, Mix::Strict, &bursty),
+    ];
+    let mut jobs: Vec<(&World, SimConfig)> = sets
+        .iter()
+        .flat_map(|&(world, mix, rates)| schemes(mix, rates).into_iter().map(move |c| (world, c)))
+        .collect();
+    let mut unweighted = SimConfig::new(Scheme::Cocktail, Mix::Strict, bursty.clone(), SEED);
+    unweighted.importance_weights = false;
+    jobs.push((&scaled, unweighted));
+    for scheme in [Scheme::Cocktail, Scheme::Infaas] {
+        let mut c = SimConfig::new(scheme, Mix::Strict, bursty.clone(), SEED);
+        c.failure = Some(failure);
+        jobs.push((&scaled, c));
+    }
+    let runs = jobs.len() as u64 + autoscaling::runs() + drift_report::runs();
     let bar = ProgressBar::new(runs).with_style(
         ProgressStyle::with_template("{msg:>32} [{bar:40}] {pos}/{len} runs ({elapsed})")?
             .progress_chars("=> "),
     );
-    let runner = Runner { bar };
-
-    let strict = runner.schemes(&fashion, Mix::Strict, &wiki, "wiki strict");
-    let relaxed = runner.schemes(&fashion, Mix::Relaxed, &wiki, "wiki relaxed");
-    let strict_twitter = runner.schemes(&fashion, Mix::Strict, &twitter, "twitter strict");
-    let text = runner.schemes(&sentiment, Mix::Strict, &wiki, "sentiment strict");
-    let big = runner.schemes(&scaled, Mix::Strict, &bursty, "100x models");
+    bar.set_message("schemes");
+    let mut results = sim::run_all(&jobs, &bar).into_iter();
+    let mut take = |n: usize| -> Vec<SimResult> { results.by_ref().take(n).collect() };
+    let per_set = schemes(Mix::Strict, &[]).len();
+    let (strict, relaxed, strict_twitter, text, big) = (
+        take(per_set),
+        take(per_set),
+        take(per_set),
+        take(per_set),
+        take(per_set),
+    );
+    let unweighted = take(1).pop().context("the unweighted run")?;
+    let failures = take(2);
 
     let autoscaling = autoscaling::run(
         &scaled,
@@ -105,30 +123,13 @@ pub fn generate(zoo: &Zoo, out: &Path) -> anyhow::Result<()> {
         },
         &plots_dir,
         &data_dir,
-        &runner.bar,
+        &bar,
     )?;
     let weighted = by_scheme(&big, "Cocktail")
         .cloned()
         .context("Cocktail run")?;
-    let unweighted = {
-        let mut c = SimConfig::new(Scheme::Cocktail, Mix::Strict, bursty.clone(), SEED);
-        c.importance_weights = false;
-        runner.run(&scaled, &c, "no importance weights")
-    };
-    let failure = Failure {
-        at_s: SCALED_DURATION as f64 / 2.0,
-        fraction: 0.2,
-    };
-    let failures: Vec<SimResult> = [Scheme::Cocktail, Scheme::Infaas]
-        .iter()
-        .map(|&s| {
-            let mut c = SimConfig::new(s, Mix::Strict, bursty.clone(), SEED);
-            c.failure = Some(failure);
-            runner.run(&scaled, &c, "20 % failures")
-        })
-        .collect();
-    let drift = drift_report::generate(zoo, &plots_dir, &data_dir, SEED, &runner.bar)?;
-    runner.bar.finish_and_clear();
+    let drift = drift_report::generate(zoo, &plots_dir, &data_dir, SEED, &bar)?;
+    bar.finish_and_clear();
 
     // Data files.
     let sets: [(&str, &[SimResult]); 6] = [
@@ -370,7 +371,7 @@ const WIRE_FRAGMENTS: [Fragment; 2] = [
         "`scripts/peer-ray.sh --out docs`",
     ),
     (
-        "The master-to-worker hop: binary against JSON",
+        "The master-to-worker hop: binary against JSON, plain against TLS",
         "wire.md",
         "`target/release/master-bench --out docs`",
     ),

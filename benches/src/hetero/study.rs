@@ -11,6 +11,7 @@ use cocktail_common::catalog::Catalog;
 use cocktail_policy::kairos;
 use cocktail_policy::mix::{ConfigEvaluator, Space};
 use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::search::{self, SearchRun, Strategy, Table};
@@ -274,29 +275,39 @@ pub fn run(zoo: &Zoo, plots_dir: &Path, data_dir: &Path, scale: Scale) -> anyhow
         ProgressStyle::with_template("{msg:>32} [{bar:40}] {pos}/{len} cases ({elapsed})")?
             .progress_chars("=> "),
     );
-    let mut ribbon_cases = Vec::new();
-    for model in MODELS {
-        for pool in RIBBON_POOLS {
-            for seed in 0..scale.seeds {
-                bar.set_message(format!("ribbon {model} {}", pool[0]));
-                ribbon_cases.push(ribbon_case(
-                    zoo,
-                    &catalog,
-                    model,
-                    &pool,
-                    seed,
-                    scale.queries,
-                )?);
-                bar.inc(1);
-            }
-        }
-    }
-    let mut kairos_cases = Vec::new();
-    for model in MODELS {
-        bar.set_message(format!("kairos {model}"));
-        kairos_cases.push(kairos_case(zoo, &catalog, model, scale)?);
-        bar.inc(1);
-    }
+    // One case per core (rayon's pool), in this order; each is deterministic on its own.
+    let ribbon_jobs: Vec<(&str, &[&str], u64)> = MODELS
+        .iter()
+        .flat_map(|&model| {
+            RIBBON_POOLS
+                .iter()
+                .flat_map(move |pool| (0..scale.seeds).map(move |seed| (model, &pool[..], seed)))
+        })
+        .collect();
+    bar.set_message("ribbon and kairos");
+    let (ribbon_cases, kairos_cases) = rayon::join(
+        || {
+            ribbon_jobs
+                .par_iter()
+                .map(|&(model, pool, seed)| {
+                    let case = ribbon_case(zoo, &catalog, model, pool, seed, scale.queries);
+                    bar.inc(1);
+                    case
+                })
+                .collect::<anyhow::Result<Vec<_>>>()
+        },
+        || {
+            MODELS
+                .par_iter()
+                .map(|&model| {
+                    let case = kairos_case(zoo, &catalog, model, scale);
+                    bar.inc(1);
+                    case
+                })
+                .collect::<anyhow::Result<Vec<_>>>()
+        },
+    );
+    let (ribbon_cases, kairos_cases) = (ribbon_cases?, kairos_cases?);
     bar.finish_and_clear();
     std::fs::write(
         data_dir.join("ribbon.json"),

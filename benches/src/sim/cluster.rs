@@ -17,9 +17,6 @@ use cocktail_policy::control::PoolMeasure;
 use cocktail_policy::packing::{self, Slots};
 use cocktail_policy::response::{self, Overhead};
 use cocktail_policy::selection::Candidate;
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
-use rand::seq::IndexedRandom;
 
 #[derive(Debug, Clone)]
 pub struct Instance {
@@ -73,11 +70,8 @@ pub struct Cluster {
     pools: Vec<Pool>,
     /// Per pool: the model's latency per call in seconds.
     service_s: Vec<f64>,
-    /// The network hop master ↔ worker, in seconds, added to every answer...
+    /// The network hop master ↔ worker, in seconds, added to every answer.
     hop_s: f64,
-    /// ... or one of these, drawn at random for each call, when there are any.
-    hop_samples_s: Vec<f64>,
-    hops: SmallRng,
     /// Calls run for the model's latency on the instance's type (else the profile's on
     /// the profiling host, whatever the type).
     per_type: bool,
@@ -110,8 +104,6 @@ impl Cluster {
             pools: latency_ms.iter().map(|_| Pool::default()).collect(),
             service_s: latency_ms.iter().map(|ms| ms / 1000.0).collect(),
             hop_s: hop_ms / 1000.0,
-            hop_samples_s: Vec::new(),
-            hops: SmallRng::seed_from_u64(seed ^ 0x0000_4097),
             per_type,
             packing,
             type_latency,
@@ -122,18 +114,9 @@ impl Cluster {
         }
     }
 
-    /// Each call's hop drawn from `samples_ms` (measured live) instead of one number.
-    pub fn with_hop_samples(mut self, samples_ms: &[f64]) -> Self {
-        self.hop_samples_s = samples_ms.iter().map(|ms| ms / 1000.0).collect();
-        self
-    }
-
-    /// The hop of the next call.
-    fn hop(&mut self) -> f64 {
-        self.hop_samples_s
-            .choose(&mut self.hops)
-            .copied()
-            .unwrap_or(self.hop_s)
+    /// The hop of the calls from now on (a request's, drawn from live answers).
+    pub fn set_hop_ms(&mut self, ms: f64) {
+        self.hop_s = ms / 1000.0;
     }
 
     fn instance_type(&self, ty: usize) -> Option<&InstanceType> {
@@ -282,7 +265,7 @@ impl Cluster {
     /// A member call to `pool` arriving at `t`, whose answer must reach the master by
     /// `deadline`.
     pub fn serve(&mut self, pool: usize, t: f64, deadline: f64) -> Served {
-        let hop = self.hop();
+        let hop = self.hop_s;
         let (served, service) = self.serve_until(pool, t, deadline - hop);
         if let (Served::At(at), Some(p)) = (served, self.pools.get_mut(pool)) {
             p.overhead.observe((at - t + hop) * 1e3, service * 1e3);

@@ -406,23 +406,33 @@ pub fn compare(
     seed: u64,
     bar: Option<&indicatif::ProgressBar>,
 ) -> Vec<DriftResult> {
-    let mut results = Vec::new();
-    for (k, &feedback) in FEEDBACK.iter().enumerate() {
-        for scheme in DriftScheme::ALL {
-            let learns = matches!(scheme, DriftScheme::Plain | DriftScheme::Cocktail);
-            if k > 0 && !learns {
-                continue;
-            }
-            if let Some(bar) = bar {
-                bar.set_message(format!("{}: {}", dw.drift.schedule.name, scheme.name()));
-            }
-            results.push(run(dw, scheme, feedback, seed));
+    use rayon::prelude::*;
+    // Every scheme with full feedback, and the learning ones with the sparser feedbacks
+    // too; run one per core, in this order.
+    let jobs: Vec<(DriftScheme, Feedback)> = FEEDBACK
+        .iter()
+        .enumerate()
+        .flat_map(|(k, &feedback)| {
+            DriftScheme::ALL
+                .into_iter()
+                .filter(move |scheme| {
+                    k == 0 || matches!(scheme, DriftScheme::Plain | DriftScheme::Cocktail)
+                })
+                .map(move |scheme| (scheme, feedback))
+        })
+        .collect();
+    if let Some(bar) = bar {
+        bar.set_message(dw.drift.schedule.name);
+    }
+    jobs.par_iter()
+        .map(|&(scheme, feedback)| {
+            let result = run(dw, scheme, feedback, seed);
             if let Some(bar) = bar {
                 bar.inc(1);
             }
-        }
-    }
-    results
+            result
+        })
+        .collect()
 }
 
 /// Runs in [`compare`].

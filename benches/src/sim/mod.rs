@@ -41,13 +41,27 @@ use crate::traces::Arrivals;
 use crate::workload;
 use ask::Ballots;
 use cluster::Cluster;
-pub use config::{Autoscaler, Failure, Scheme, SimConfig};
+pub use config::{Autoscaler, Failure, LiveAnswer, Scheme, SimConfig};
 use fleet::{Event, Fleet, Timed};
 pub use result::{ACCURACY_WINDOW, Bucket, Percentiles, SimResult, TypeResult, by_scheme};
 use result::{Outcomes, Tally};
 pub use schemes::infaas_choice;
 use schemes::o2;
 pub use world::World;
+
+/// Runs every `(world, config)`, one at a time per core (rayon's pool), and returns their
+/// results in the order given: each run is deterministic on its own, so the results are
+/// the same bytes as one by one. `bar` counts the finished runs.
+pub fn run_all(jobs: &[(&World, SimConfig)], bar: &indicatif::ProgressBar) -> Vec<SimResult> {
+    use rayon::prelude::*;
+    jobs.par_iter()
+        .map(|(world, config)| {
+            let result = run(world, config, None);
+            bar.inc(1);
+            result
+        })
+        .collect()
+}
 
 /// Runs one scheme on the trace. `progress` is set to the simulated second.
 pub fn run(
@@ -61,7 +75,7 @@ pub fn run(
     // same sequence for the same seed.
     let mut requests = SmallRng::seed_from_u64(config.seed);
     // Its own stream, so that drawing these changes no other draw.
-    let mut outside = SmallRng::seed_from_u64(config.seed ^ 0x0075_1DE5);
+    let mut live_answers = SmallRng::seed_from_u64(config.seed ^ 0x0075_1DE5);
     let models = &world.candidates;
     let allowed: Vec<usize> = world
         .catalog
@@ -82,8 +96,7 @@ pub fn run(
         world.packing.clone(),
         world.type_latency.clone(),
         config.seed,
-    )
-    .with_hop_samples(&config.hop_samples_ms);
+    );
     // Every scheme votes by plain majority, which per-class weights do not touch.
     let no_weights = ClassWeights::seeded(&[], 0.0);
     let mut dropped: Vec<Vec<usize>> = vec![Vec::new(); world.types.len()];
@@ -249,6 +262,13 @@ pub fn run(
             continue;
         };
         let label = usize::from(label);
+        let outside_s = match config.live_answers.choose(&mut live_answers) {
+            Some(answer) => {
+                fleet.cluster.set_hop_ms(answer.hop_ms);
+                answer.outside_ms / 1e3
+            }
+            None => 0.0,
+        };
         members.clear();
         members.extend_from_slice(&ensemble.members);
         let generation = ensemble.generation;
@@ -299,7 +319,7 @@ pub fn run(
         } else {
             failed += 1;
         }
-        let latency = finish - t + config.outside_ms.choose(&mut outside).unwrap_or(&0.0) / 1e3;
+        let latency = finish - t + outside_s;
         degraded += u64::from(missed && outcome.is_some());
         if outcome.is_none() || missed || latency > deadline + 1e-9 {
             violations += 1;
@@ -454,6 +474,7 @@ mod tests {
 
     #[test]
     fn live_samples_of_the_hop_and_the_outside_time_shape_the_latencies() {
+        let answer = |hop_ms, outside_ms| LiveAnswer { hop_ms, outside_ms };
         let world = world();
         let constant = {
             let mut c = config(Scheme::Infaas, 60, 20.0);
@@ -464,7 +485,7 @@ mod tests {
         let sampled = {
             let mut c = config(Scheme::Infaas, 60, 20.0);
             c.hop_ms = 2.0;
-            c.hop_samples_ms = vec![2.0; 10];
+            c.live_answers = vec![answer(2.0, 0.0); 10];
             run(&world, &c, None)
         };
         assert_eq!(sampled.latencies, constant.latencies);
@@ -473,7 +494,7 @@ mod tests {
         let outside = {
             let mut c = config(Scheme::Infaas, 60, 20.0);
             c.hop_ms = 2.0;
-            c.outside_ms = vec![3.0];
+            c.live_answers = vec![answer(2.0, 3.0)];
             run(&world, &c, None)
         };
         assert_eq!(outside.accuracy, constant.accuracy);
@@ -484,7 +505,7 @@ mod tests {
         let spread = {
             let mut c = config(Scheme::Infaas, 60, 20.0);
             c.hop_ms = 2.0;
-            c.hop_samples_ms = vec![1.0, 2.0, 3.0];
+            c.live_answers = vec![answer(1.0, 0.0), answer(2.0, 0.0), answer(3.0, 0.0)];
             run(&world, &c, None)
         };
         assert!(spread.latency_ms.p99 > constant.latency_ms.p99 + 0.5);
