@@ -143,10 +143,13 @@ fn ribbon_searches_a_pool_mix_on_live_workers() {
         types: TYPES.iter().map(|t| (*t).to_owned()).collect(),
         parameters: resnet_only(),
         // A 32-item batch takes 25 ms on the emulated GPU, 77 ms on an r5n.large, a
-        // 21-item one about 55 ms there; this debug-built client adds about 3 ms of its
-        // own to a 21-item request. 70 ms leaves room for HTTP and some queueing (at
-        // 60 ms a 21-item batch on an r5n.large missed by a millisecond or two).
-        qos_ms: 70.0,
+        // 21-item one about 55 ms there. The debug-built client, master and worker add
+        // their own time on top: this seed's two 21-item queries took 65-72 ms end to end
+        // on an r5n.large on a 2-core machine, and more on CI's, where at a 70 ms target
+        // both missed in every configuration (31 of 33, so none met 95 %). 100 ms leaves
+        // room for that and some queueing; the test is about Ribbon's search on live
+        // workers, not about where a type's limit falls.
+        qos_ms: 100.0,
         window: Duration::from_secs(4),
         sizes: BatchSizes {
             median: 4.0,
