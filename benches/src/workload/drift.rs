@@ -86,6 +86,42 @@ pub const SENTIMENT_DOMAINS: Schedule = Schedule {
     target: 0.80,
 };
 
+/// `sentiment-domains` as a day goes: the four domains are always all there, in shares
+/// that follow the time of day (tweets at night, the news in the morning, reviews in the
+/// afternoon, films in the evening), each time of day turning into the next over its
+/// whole length rather than in a 2-minute blend. 3,000 requests per time of day, two
+/// days: the same 24,000 requests and rate as `sentiment-domains`, so that the two
+/// compare. Fixed here, like the others, before any result was looked at.
+pub const SENTIMENT_DAY: Schedule = Schedule {
+    name: "sentiment-day",
+    task: "sentiment",
+    group_by: GroupBy::Source,
+    phases: &[
+        Phase {
+            name: "night",
+            shares: &[("tweets", 0.6), ("movie", 0.2), ("amazon", 0.1), ("nyt", 0.1)],
+        },
+        Phase {
+            name: "morning",
+            shares: &[("nyt", 0.6), ("tweets", 0.2), ("amazon", 0.1), ("movie", 0.1)],
+        },
+        Phase {
+            name: "afternoon",
+            shares: &[("amazon", 0.6), ("nyt", 0.2), ("tweets", 0.1), ("movie", 0.1)],
+        },
+        Phase {
+            name: "evening",
+            shares: &[("movie", 0.6), ("tweets", 0.2), ("amazon", 0.1), ("nyt", 0.1)],
+        },
+    ],
+    phase_requests: 3000,
+    // The whole phase: the shares move from one time of day to the next all along.
+    blend_requests: 3000,
+    rounds: 2,
+    rate: 3000.0 / 900.0,
+    target: 0.80,
+};
+
 /// Fashion-MNIST traffic in which a few classes dominate each phase (80 % of requests
 /// from three classes, the rest spread over all ten): the upper-body garments the models
 /// confuse, then footwear and bags they rarely miss, then mixed; twice round. The case
@@ -152,7 +188,7 @@ pub const CLASS_SKEW: Schedule = Schedule {
 };
 
 /// Every named schedule.
-pub const ALL: [&Schedule; 2] = [&SENTIMENT_DOMAINS, &CLASS_SKEW];
+pub const ALL: [&Schedule; 3] = [&SENTIMENT_DOMAINS, &SENTIMENT_DAY, &CLASS_SKEW];
 
 /// The schedule named `name`.
 pub fn named(name: &str) -> Option<&'static Schedule> {
@@ -294,6 +330,42 @@ mod tests {
         let share = blended as f64 / (blends * s.blend_requests) as f64;
         assert!((0.4..0.6).contains(&share), "{share}");
         assert_eq!(s.requests(), 24_000);
+    }
+
+    #[test]
+    fn sentiment_day_moves_its_shares_smoothly_from_one_time_of_day_to_the_next() {
+        let s = &SENTIMENT_DAY;
+        let domains = ["movie", "nyt", "tweets", "amazon"];
+        let drift = Drift::new(s, 8..16, |i| Some(domains[i % 4].to_owned())).unwrap();
+        let mut rng = SmallRng::seed_from_u64(5);
+        // The share of NYT editorials in each tenth of the morning of the second day: it
+        // climbs from the night's 0.1 to the morning's 0.6.
+        let tenth = s.phase_requests / 10;
+        let morning = s.phases.len() * s.phase_requests + s.phase_requests;
+        let nyt: Vec<f64> = (0..10)
+            .map(|t| {
+                let from = morning + t * tenth;
+                let hits = (from..from + tenth)
+                    .filter(|&k| domains[drift.draw(&mut rng, k) % 4] == "nyt")
+                    .count();
+                hits as f64 / tenth as f64
+            })
+            .collect();
+        assert!((0.05..0.2).contains(&nyt[0]), "{nyt:?}");
+        assert!((0.5..0.7).contains(&nyt[9]), "{nyt:?}");
+        // No step: neighbouring tenths differ by about a tenth of the climb.
+        for pair in nyt.windows(2) {
+            assert!((pair[1] - pair[0]).abs() < 0.15, "{nyt:?}");
+        }
+        // Every domain is drawn at every time of day.
+        for phase in 0..s.phases.len() {
+            let from = s.phase_requests * phase;
+            let seen: std::collections::BTreeSet<&str> = (from..from + s.phase_requests)
+                .map(|k| domains[drift.draw(&mut rng, k) % 4])
+                .collect();
+            assert_eq!(seen.len(), 4, "{}", s.phases[phase].name);
+        }
+        assert_eq!(s.requests(), SENTIMENT_DOMAINS.requests());
     }
 
     #[test]
