@@ -99,19 +99,39 @@ pub const SENTIMENT_DAY: Schedule = Schedule {
     phases: &[
         Phase {
             name: "night",
-            shares: &[("tweets", 0.6), ("movie", 0.2), ("amazon", 0.1), ("nyt", 0.1)],
+            shares: &[
+                ("tweets", 0.6),
+                ("movie", 0.2),
+                ("amazon", 0.1),
+                ("nyt", 0.1),
+            ],
         },
         Phase {
             name: "morning",
-            shares: &[("nyt", 0.6), ("tweets", 0.2), ("amazon", 0.1), ("movie", 0.1)],
+            shares: &[
+                ("nyt", 0.6),
+                ("tweets", 0.2),
+                ("amazon", 0.1),
+                ("movie", 0.1),
+            ],
         },
         Phase {
             name: "afternoon",
-            shares: &[("amazon", 0.6), ("nyt", 0.2), ("tweets", 0.1), ("movie", 0.1)],
+            shares: &[
+                ("amazon", 0.6),
+                ("nyt", 0.2),
+                ("tweets", 0.1),
+                ("movie", 0.1),
+            ],
         },
         Phase {
             name: "evening",
-            shares: &[("movie", 0.6), ("tweets", 0.2), ("amazon", 0.1), ("nyt", 0.1)],
+            shares: &[
+                ("movie", 0.6),
+                ("tweets", 0.2),
+                ("amazon", 0.1),
+                ("nyt", 0.1),
+            ],
         },
     ],
     phase_requests: 3000,
