@@ -203,6 +203,21 @@ impl Project {
 
 impl Drop for Project {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // A failed check says what the master was doing before the containers go: its
+            // last lines show the controller's steps and the docker provider's calls.
+            let logs = self
+                .command(&["logs", "--no-color", "--tail", "80", "master"])
+                .output();
+            match logs {
+                Ok(out) => eprintln!(
+                    "the master's last log lines:\n{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+                Err(e) => eprintln!("the master's logs could not be read: {e}"),
+            }
+        }
         if !self.down {
             let _ = self
                 .command(&["down", "--volumes", "--remove-orphans", "--timeout", "10"])
