@@ -51,8 +51,8 @@ impl OnnxBackend {
             // kernels lose precision by default: on an AVX2-only AMD EPYC, Lite0's logits
             // for the reference tensor of chelsea.jpg moved by up to 1.45 ("Egyptian cat"
             // for "tiger cat"), Lite1 answered "consomme" for coffee.jpg. With this entry
-            // they are the reference's to the bit there, at about 1.5x Lite0's time
-            // (11.5 against 7.9 ms, Python onnxruntime 1.31.1, one thread).
+            // they are the reference's to the bit there, at 1.3 to 1.6 times the Lites'
+            // time and about the same for MiniLM (`models/imagenet/int8_precision.py`).
             .with_config_entry("session.x64quantprecision", "1")
             .map_err(ort::Error::from)?
             .commit_from_file(zoo.resolve(&model.file))?;
