@@ -321,19 +321,25 @@ mod tests {
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
 
+    /// The sentiment test set's domains; item `i` is of `DOMAINS[i % 4]`.
+    const DOMAINS: [&str; 4] = ["movie", "nyt", "tweets", "amazon"];
+
+    /// `s` on 16 items that alternate between the four domains; the scored half is 8..16.
+    fn by_domain(s: &'static Schedule) -> Drift {
+        Drift::new(s, 8..16, |i| Some(DOMAINS[i % 4].to_owned())).unwrap()
+    }
+
     #[test]
     fn sentiment_domains_visits_the_domains_in_order_twice() {
         let s = &SENTIMENT_DOMAINS;
-        // Items 0..8 alternate between the four domains; the scored half is 8..16.
-        let domains = ["movie", "nyt", "tweets", "amazon"];
-        let drift = Drift::new(s, 8..16, |i| Some(domains[i % 4].to_owned())).unwrap();
+        let drift = by_domain(s);
         let mut rng = SmallRng::seed_from_u64(3);
         let mut visited: Vec<&str> = Vec::new();
         let mut blended = 0;
         for k in 0..s.requests() {
             let item = drift.draw(&mut rng, k);
             assert!((8..16).contains(&item), "scored half only: {item}");
-            let domain = domains[item % 4];
+            let domain = DOMAINS[item % 4];
             let into = k % s.phase_requests;
             if k >= s.phase_requests && into < s.blend_requests {
                 blended += usize::from(domain != s.phases[s.phase_of(k)].name);
@@ -344,7 +350,7 @@ mod tests {
                 visited.push(domain);
             }
         }
-        assert_eq!(visited, [domains, domains].concat());
+        assert_eq!(visited, [DOMAINS, DOMAINS].concat());
         // Half of a blend, on average, still comes from the previous domain.
         let blends = s.phases.len() * s.rounds - 1;
         let share = blended as f64 / (blends * s.blend_requests) as f64;
@@ -355,8 +361,7 @@ mod tests {
     #[test]
     fn sentiment_day_moves_its_shares_smoothly_from_one_time_of_day_to_the_next() {
         let s = &SENTIMENT_DAY;
-        let domains = ["movie", "nyt", "tweets", "amazon"];
-        let drift = Drift::new(s, 8..16, |i| Some(domains[i % 4].to_owned())).unwrap();
+        let drift = by_domain(s);
         let mut rng = SmallRng::seed_from_u64(5);
         // The share of NYT editorials in each tenth of the morning of the second day: it
         // climbs from the night's 0.1 to the morning's 0.6.
@@ -366,7 +371,7 @@ mod tests {
             .map(|t| {
                 let from = morning + t * tenth;
                 let hits = (from..from + tenth)
-                    .filter(|&k| domains[drift.draw(&mut rng, k) % 4] == "nyt")
+                    .filter(|&k| DOMAINS[drift.draw(&mut rng, k) % 4] == "nyt")
                     .count();
                 hits as f64 / tenth as f64
             })
@@ -381,7 +386,7 @@ mod tests {
         for phase in 0..s.phases.len() {
             let from = s.phase_requests * phase;
             let seen: std::collections::BTreeSet<&str> = (from..from + s.phase_requests)
-                .map(|k| domains[drift.draw(&mut rng, k) % 4])
+                .map(|k| DOMAINS[drift.draw(&mut rng, k) % 4])
                 .collect();
             assert_eq!(seen.len(), 4, "{}", s.phases[phase].name);
         }
