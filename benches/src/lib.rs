@@ -8,6 +8,7 @@ pub mod goals;
 pub mod hetero;
 pub mod loadgen;
 pub mod measured;
+pub mod parallel;
 pub mod plots;
 pub mod process;
 pub mod procfs;

@@ -11,11 +11,11 @@ use cocktail_common::catalog::Catalog;
 use cocktail_policy::kairos;
 use cocktail_policy::mix::{ConfigEvaluator, Space};
 use indicatif::{ProgressBar, ProgressStyle};
-use rayon::prelude::*;
 use serde::Serialize;
 
 use super::search::{self, SearchRun, Strategy, Table};
 use super::{BatchSizes, Placement, PoolModel, SimEvaluator, Workload};
+use crate::parallel::map_counted;
 use crate::plots;
 use crate::stats::median;
 
@@ -287,27 +287,22 @@ pub fn run(zoo: &Zoo, plots_dir: &Path, data_dir: &Path, scale: Scale) -> anyhow
     bar.set_message("ribbon and kairos");
     let (ribbon_cases, kairos_cases) = rayon::join(
         || {
-            ribbon_jobs
-                .par_iter()
-                .map(|&(model, pool, seed)| {
-                    let case = ribbon_case(zoo, &catalog, model, pool, seed, scale.queries);
-                    bar.inc(1);
-                    case
-                })
-                .collect::<anyhow::Result<Vec<_>>>()
+            map_counted(&ribbon_jobs, Some(&bar), |&(model, pool, seed)| {
+                ribbon_case(zoo, &catalog, model, pool, seed, scale.queries)
+            })
         },
         || {
-            MODELS
-                .par_iter()
-                .map(|&model| {
-                    let case = kairos_case(zoo, &catalog, model, scale);
-                    bar.inc(1);
-                    case
-                })
-                .collect::<anyhow::Result<Vec<_>>>()
+            map_counted(&MODELS, Some(&bar), |&model| {
+                kairos_case(zoo, &catalog, model, scale)
+            })
         },
     );
-    let (ribbon_cases, kairos_cases) = (ribbon_cases?, kairos_cases?);
+    let ribbon_cases = ribbon_cases
+        .into_iter()
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let kairos_cases = kairos_cases
+        .into_iter()
+        .collect::<anyhow::Result<Vec<_>>>()?;
     bar.finish_and_clear();
     std::fs::write(
         data_dir.join("ribbon.json"),

@@ -406,7 +406,6 @@ pub fn compare(
     seed: u64,
     bar: Option<&indicatif::ProgressBar>,
 ) -> Vec<DriftResult> {
-    use rayon::prelude::*;
     // Every scheme with full feedback, and the learning ones with the sparser feedbacks
     // too; run one per core, in this order.
     let jobs: Vec<(DriftScheme, Feedback)> = FEEDBACK
@@ -424,15 +423,9 @@ pub fn compare(
     if let Some(bar) = bar {
         bar.set_message(dw.drift.schedule.name);
     }
-    jobs.par_iter()
-        .map(|&(scheme, feedback)| {
-            let result = run(dw, scheme, feedback, seed);
-            if let Some(bar) = bar {
-                bar.inc(1);
-            }
-            result
-        })
-        .collect()
+    crate::parallel::map_counted(&jobs, bar, |&(scheme, feedback)| {
+        run(dw, scheme, feedback, seed)
+    })
 }
 
 /// Runs in [`compare`].

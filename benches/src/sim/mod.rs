@@ -53,14 +53,7 @@ pub use world::World;
 /// results in the order given: each run is deterministic on its own, so the results are
 /// the same bytes as one by one. `bar` counts the finished runs.
 pub fn run_all(jobs: &[(&World, SimConfig)], bar: &indicatif::ProgressBar) -> Vec<SimResult> {
-    use rayon::prelude::*;
-    jobs.par_iter()
-        .map(|(world, config)| {
-            let result = run(world, config, None);
-            bar.inc(1);
-            result
-        })
-        .collect()
+    crate::parallel::map_counted(jobs, Some(bar), |(world, config)| run(world, config, None))
 }
 
 /// Runs one scheme on the trace. `progress` is set to the simulated second.
