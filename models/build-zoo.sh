@@ -5,6 +5,7 @@
 # sets (models/data/):
 #
 #   models/build-zoo.sh                 # rewrites models/zoo.toml and models/predictions/
+#                                       # (with fashion-c/, the answers on the corrupted sets)
 #   models/build-zoo.sh DIR             # a complete zoo in DIR (new, or without zoo.toml)
 #   models/build-zoo.sh --profile [DIR] # and re-measures every profile on this machine
 #
@@ -86,6 +87,17 @@ build() {
     log "$zoo: evaluating the $task models on the test set"
     cocktail zoo evaluate --task "$task"
   done
+
+  # The corrupted copies of the fashion test set's scored half (models/train/corrupt.py):
+  # every model's answers on each, for the `fashion-corruptions` drift schedule.
+  local images name
+  for images in "$SRC"/data/fashion-c/*-images-idx3-ubyte.gz; do
+    name="$(basename "$images" -images-idx3-ubyte.gz)"
+    log "$zoo: fashion models on $name"
+    cocktail zoo record --task fashion --images "$images" \
+      --labels "$SRC/data/fashion-c/$name-labels-idx1-ubyte.gz" \
+      --out "$zoo/predictions/fashion-c/$name.tsv.gz"
+  done
 }
 
 if [ -e "$target/zoo.toml" ]; then
@@ -101,6 +113,8 @@ if [ -e "$target/zoo.toml" ]; then
   for task in "${TASKS[@]}"; do
     mv "$stage/predictions/$task.tsv.gz" "$target/predictions/$task.tsv.gz"
   done
+  rm -rf "$target/predictions/fashion-c"
+  mv "$stage/predictions/fashion-c" "$target/predictions/fashion-c"
   mv "$stage/zoo.toml" "$target/zoo.toml"
 else
   mkdir -p "$target"

@@ -51,6 +51,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zoo_export  # noqa: E402
+from idx import read_idx  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
@@ -69,17 +70,6 @@ THREADS = 2
 
 
 # ----------------------------------------------------------------------------- data
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    magic = int.from_bytes(raw[0:4], "big")
-    ndim = magic & 0xFF
-    assert magic >> 8 == 0x08, f"{path}: not an unsigned-byte IDX file"
-    dims = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
-    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    return data.reshape(dims)
-
 
 def load_split(split):
     x = read_idx(os.path.join(DATA_DIR, f"{split}-images-idx3-ubyte.gz"))

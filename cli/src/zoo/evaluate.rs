@@ -36,7 +36,7 @@ pub struct EvaluateArgs {
     data: Option<PathBuf>,
 }
 
-enum Items {
+pub(super) enum Items {
     Images(Vec<PathBuf>),
     Texts(Vec<String>),
     /// The task's committed test set, decoded.
@@ -54,7 +54,7 @@ impl Items {
 }
 
 /// One model's answers: the predicted class and the probability vector per item.
-struct Answers {
+pub(super) struct Answers {
     classes: Vec<usize>,
     probs: Vec<Vec<f64>>,
 }
@@ -94,22 +94,45 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &EvaluateArgs) -> anyh
         ),
     };
     let classes = task.labels.len();
+    let answers = answer(&zoo, &models, &items, &source, ort_lib)?;
+    let accuracy = write_all(
+        manifest, &zoo, &args.task, &models, &labels, classes, &answers,
+    )?;
+    let names: Vec<String> = models.iter().map(|m| m.name.clone()).collect();
+    let classes: Vec<Vec<usize>> = answers.into_iter().map(|a| a.classes).collect();
+    println!(
+        "\nensemble gain: the best plain-majority vote of each size among the {} most accurate models\n\n{}",
+        names.len().min(9),
+        super::gain::table(&names, &classes, &labels, &accuracy)
+    );
+    Ok(())
+}
+
+/// Every model's answers on `items` (described as `source` in errors), through the
+/// worker's own preprocessing and ONNX Runtime, with a progress bar.
+pub(super) fn answer(
+    zoo: &Zoo,
+    models: &[cocktail_common::ModelEntry],
+    items: &Items,
+    source: &str,
+    ort_lib: Option<&Path>,
+) -> anyhow::Result<Vec<Answers>> {
     let bar = ProgressBar::new((models.len() * items.len()) as u64).with_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} answers, eta {eta} · {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut answers = Vec::new();
-    for model in &models {
+    for model in models {
         bar.set_message(model.name.clone());
-        let mut backend = OnnxBackend::load(&zoo, model, 1, ort_lib)?;
-        let pre = Preprocessor::for_model(&zoo, model)?;
+        let mut backend = OnnxBackend::load(zoo, model, 1, ort_lib)?;
+        let pre = Preprocessor::for_model(zoo, model)?;
         let mut out = Answers {
             classes: Vec::new(),
             probs: Vec::new(),
         };
         for start in (0..items.len()).step_by(BATCH) {
             let end = (start + BATCH).min(items.len());
-            let batch = match (&items, &pre) {
+            let batch = match (items, &pre) {
                 (Items::Images(paths), Preprocessor::Image(image)) => {
                     let decoded = paths[start..end]
                         .iter()
@@ -146,17 +169,7 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &EvaluateArgs) -> anyh
         answers.push(out);
     }
     bar.finish_and_clear();
-    let accuracy = write_all(
-        manifest, &zoo, &args.task, &models, &labels, classes, &answers,
-    )?;
-    let names: Vec<String> = models.iter().map(|m| m.name.clone()).collect();
-    let classes: Vec<Vec<usize>> = answers.into_iter().map(|a| a.classes).collect();
-    println!(
-        "\nensemble gain: the best plain-majority vote of each size among the {} most accurate models\n\n{}",
-        names.len().min(9),
-        super::gain::table(&names, &classes, &labels, &accuracy)
-    );
-    Ok(())
+    Ok(answers)
 }
 
 /// The items and their class ids, in a fixed order (sorted paths, file rows).
@@ -276,19 +289,7 @@ fn write_all(
         std::fs::create_dir_all(folder)
             .with_context(|| format!("creating `{}`", folder.display()))?;
     }
-    let mut table = String::from("label");
-    for m in models {
-        table.push_str(&format!("\t{0}\t{0}.p", m.name));
-    }
-    table.push('\n');
-    for (item, label) in labels.iter().enumerate() {
-        table.push_str(&label.to_string());
-        for a in answers {
-            let class = a.classes[item];
-            table.push_str(&format!("\t{class}\t{:.4}", a.probs[item][class]));
-        }
-        table.push('\n');
-    }
+    let table = answers_table(models, labels, answers);
     let mut full = String::from("model\titem");
     for c in 0..classes {
         full.push_str(&format!("\tp{c}"));
@@ -362,6 +363,29 @@ fn write_all(
     Ok(accuracy)
 }
 
+/// The recorded answers in the format selection reads: the true class, then each model's
+/// class and the probability it gave it.
+pub(super) fn answers_table(
+    models: &[cocktail_common::ModelEntry],
+    labels: &[usize],
+    answers: &[Answers],
+) -> String {
+    let mut table = String::from("label");
+    for m in models {
+        table.push_str(&format!("\t{0}\t{0}.p", m.name));
+    }
+    table.push('\n');
+    for (item, label) in labels.iter().enumerate() {
+        table.push_str(&label.to_string());
+        for a in answers {
+            let class = a.classes[item];
+            table.push_str(&format!("\t{class}\t{:.4}", a.probs[item][class]));
+        }
+        table.push('\n');
+    }
+    table
+}
+
 /// Top-1 accuracy, recall per class (rounded to 6 places, as the project's manifest),
 /// and how many classes had no item (they take the overall accuracy).
 fn accuracies(labels: &[usize], predicted: &[usize], classes: usize) -> (f64, Vec<f64>, usize) {
@@ -392,7 +416,7 @@ fn round6(x: f64) -> f64 {
     format!("{x:.6}").parse().unwrap_or(x)
 }
 
-fn gzip(path: &Path, text: &str) -> anyhow::Result<()> {
+pub(super) fn gzip(path: &Path, text: &str) -> anyhow::Result<()> {
     let file =
         std::fs::File::create(path).with_context(|| format!("writing `{}`", path.display()))?;
     let mut encoder = GzEncoder::new(file, Compression::default());

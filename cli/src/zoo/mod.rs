@@ -12,6 +12,7 @@ mod init;
 mod labels;
 mod model;
 mod preprocess;
+mod record;
 mod remove;
 
 use std::path::{Component, Path, PathBuf};
@@ -46,6 +47,9 @@ enum ZooCommand {
     /// Run every model of a task over a labelled set (ImageFolder, or CSV/TSV with `text`
     /// and `label`); write accuracies and recorded answers.
     Evaluate(evaluate::EvaluateArgs),
+    /// Record every model's answers on a labelled IDX set other than the task's test set
+    /// (a corrupted copy of it, for a drift schedule); the manifest is left as it is.
+    Record(record::RecordArgs),
 }
 
 pub fn run(zoo: Option<&Path>, ort_lib: Option<&Path>, args: &ZooArgs) -> anyhow::Result<()> {
@@ -55,6 +59,7 @@ pub fn run(zoo: Option<&Path>, ort_lib: Option<&Path>, args: &ZooArgs) -> anyhow
         ZooCommand::Remove(remove) => remove::run(&Zoo::locate(zoo)?, remove),
         ZooCommand::Check => check::run(&Zoo::locate(zoo)?, ort_lib),
         ZooCommand::Evaluate(evaluate) => evaluate::run(&Zoo::locate(zoo)?, ort_lib, evaluate),
+        ZooCommand::Record(record) => record::run(&Zoo::locate(zoo)?, ort_lib, record),
     }
 }
 

@@ -264,4 +264,62 @@ fn evaluate_on_the_committed_idx_test_set_records_the_projects_answers() {
         );
     }
     zoo.ok(&["zoo", "check"]);
+
+    // `record` on a committed corrupted copy gives the committed answers on it, and
+    // leaves the manifest and the task's own answers alone.
+    let corrupted = workspace().join("models/data/fashion-c");
+    let images = corrupted.join("inverse-images-idx3-ubyte.gz");
+    let out = zoo.dir.join("predictions/fashion-c/inverse.tsv.gz");
+    let before = zoo.snapshot();
+    let own = zoo.dir.join("predictions/fashion.tsv.gz");
+    let own_before = std::fs::read(&own).unwrap();
+    let mut args = vec![
+        "zoo",
+        "record",
+        "--task",
+        "fashion",
+        "--images",
+        images.to_str().unwrap(),
+    ];
+    // 5,000 images against the clean set's 10,000 labels: refused, naming both counts.
+    let clean_labels = data.join("t10k-labels-idx1-ubyte.gz");
+    let mismatched = [
+        "--labels",
+        clean_labels.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    zoo.refuses(
+        &[args.as_slice(), &mismatched].concat(),
+        &["5000 images", "10000 labels"],
+    );
+    assert!(!out.exists());
+    let labels = corrupted.join("inverse-labels-idx1-ubyte.gz");
+    args.extend([
+        "--labels",
+        labels.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    zoo.ok(&args);
+    assert!(zoo.snapshot() == before, "the manifest is left alone");
+    assert!(
+        std::fs::read(&own).unwrap() == own_before,
+        "and so are the task's answers"
+    );
+    let mine = cocktail_common::Predictions::load(&out).unwrap();
+    let project = cocktail_common::Predictions::load(
+        &workspace().join("models/predictions/fashion-c/inverse.tsv.gz"),
+    )
+    .unwrap();
+    assert_eq!(mine.len(), 5_000);
+    assert_eq!(mine.labels, project.labels);
+    for name in ["linear", "lenet"] {
+        let (m, p) = (
+            mine.model_index(name).unwrap(),
+            project.model_index(name).unwrap(),
+        );
+        // Classes only: the probabilities' fourth decimal can differ between CPUs.
+        assert_eq!(mine.classes[m], project.classes[p], "{name}");
+    }
 }
