@@ -63,6 +63,86 @@ pub fn gains(world: &World) -> Vec<Gain> {
         .collect()
 }
 
+/// One group's gain: a domain or a corruption that a drift schedule draws from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupGain {
+    pub group: String,
+    pub items: usize,
+    pub single: (String, f64),
+    pub ensemble: (Vec<String>, f64),
+}
+
+impl GroupGain {
+    /// In points of accuracy.
+    pub fn points(&self) -> f64 {
+        (self.ensemble.1 - self.single.1) * 100.0
+    }
+}
+
+/// Per group of test items (`(name, items)`): the most accurate single model on the
+/// group's items and the best plain-majority vote of two to five of the group's nine most
+/// accurate models, at any latency: how much voting can gain where the traffic goes.
+pub fn by_group(world: &World, groups: &[(String, Vec<usize>)]) -> Vec<GroupGain> {
+    let all = Recorded::new(
+        world.answers.iter().cloned().map(Some).collect(),
+        world.labels.clone(),
+    );
+    groups
+        .iter()
+        .map(|(group, items)| {
+            let recorded = all.select(items);
+            let models: Vec<usize> = (0..world.models.len()).collect();
+            let accuracy: Vec<f64> = models
+                .iter()
+                .map(|&m| recorded.majority(&[m], &world.accuracy).unwrap_or(0.0))
+                .collect();
+            let mut fit = models;
+            fit.sort_by(|&a, &b| accuracy[b].total_cmp(&accuracy[a]).then(a.cmp(&b)));
+            fit.truncate(SEARCHED);
+            let single = fit.first().copied().unwrap_or_default();
+            let best = best_vote(&recorded, &fit, MAX_SIZE, &accuracy)
+                .filter(|(_, a)| *a > accuracy[single] + 1e-12)
+                .unwrap_or((vec![single], accuracy[single]));
+            let name = |m: usize| world.models.get(m).cloned().unwrap_or_default();
+            GroupGain {
+                group: group.clone(),
+                items: items.len(),
+                single: (name(single), accuracy[single]),
+                ensemble: (best.0.into_iter().map(name).collect(), best.1),
+            }
+        })
+        .collect()
+}
+
+/// The markdown table of [`by_group`]'s gains.
+pub fn group_table(gains: &[GroupGain]) -> String {
+    let mut out = String::from(
+        "| group | items | best single model | accuracy | best vote (2–5 models) | accuracy | gain (points) |\n|---|---:|---|---:|---|---:|---:|\n",
+    );
+    for g in gains {
+        out.push_str(&format!(
+            "| {} | {} | `{}` | {:.2} % | {} | {:.2} % | {:+.2} |\n",
+            g.group,
+            g.items,
+            g.single.0,
+            g.single.1 * 100.0,
+            members(&g.ensemble.0),
+            g.ensemble.1 * 100.0,
+            g.points(),
+        ));
+    }
+    out
+}
+
+/// `a`, `b`: model names as the tables show them.
+fn members(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|m| format!("`{m}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The markdown table.
 pub fn table(gains: &[Gain]) -> String {
     let mut out = String::from(
@@ -75,12 +155,7 @@ pub fn table(gains: &[Gain]) -> String {
             g.latency_ms * 1000.0,
             g.single.0,
             g.single.1 * 100.0,
-            g.ensemble
-                .0
-                .iter()
-                .map(|m| format!("`{m}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            members(&g.ensemble.0),
             g.ensemble.1 * 100.0,
             g.points(),
         ));
@@ -96,12 +171,20 @@ pub fn table(gains: &[Gain]) -> String {
 /// Replaces the text between `<!-- ensemble-gain:start -->` and `<!-- ensemble-gain:end -->`
 /// in `readme` (appends the block when the markers are missing).
 pub fn splice(readme: &str, table: &str) -> String {
-    const START: &str = "<!-- ensemble-gain:start -->";
-    const END: &str = "<!-- ensemble-gain:end -->";
-    let block = format!("{START}\n{table}{END}");
-    match (readme.find(START), readme.find(END)) {
+    splice_block(readme, "ensemble-gain", table)
+}
+
+/// Replaces the text between `<!-- NAME:start -->` and `<!-- NAME:end -->` in `readme`
+/// (appends the block when the markers are missing).
+pub fn splice_block(readme: &str, name: &str, table: &str) -> String {
+    let (start, end) = (
+        format!("<!-- {name}:start -->"),
+        format!("<!-- {name}:end -->"),
+    );
+    let block = format!("{start}\n{table}{end}");
+    match (readme.find(&start), readme.find(&end)) {
         (Some(s), Some(e)) if s < e => {
-            format!("{}{block}{}", &readme[..s], &readme[e + END.len()..])
+            format!("{}{block}{}", &readme[..s], &readme[e + end.len()..])
         }
         _ => format!("{readme}\n{block}\n"),
     }

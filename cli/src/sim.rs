@@ -228,7 +228,7 @@ fn run_drift(zoo: &Zoo, name: &str, args: &SimArgs) -> anyhow::Result<()> {
     );
     let results = sim::drift::compare(&bound, args.trace.seed, Some(&bar));
     bar.finish_and_clear();
-    let table = drift_report::section(&bound, &results);
+    let table = drift_report::section(&bound, &results, args.trace.seed);
     println!("{table}");
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;

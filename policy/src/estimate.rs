@@ -69,6 +69,24 @@ impl Recorded {
         }
     }
 
+    /// The same answers on the items `items` only, in that order (items past the end are
+    /// left out).
+    pub fn select(&self, items: &[usize]) -> Self {
+        let items: Vec<usize> = items
+            .iter()
+            .copied()
+            .filter(|&i| i < self.labels.len())
+            .collect();
+        Self {
+            answers: self
+                .answers
+                .iter()
+                .map(|a| a.as_ref().map(|a| items.iter().map(|&i| a[i]).collect()))
+                .collect(),
+            labels: items.iter().map(|&i| self.labels[i]).collect(),
+        }
+    }
+
     /// The share of recorded items on which the majority vote of `members` is right:
     /// most votes wins, a tie goes to the class of the most accurate voter among the tied
     /// (`accuracy[model]`, as [`crate::voting::vote`] breaks ties with equal weights).
@@ -175,6 +193,15 @@ pub fn majority_vote<C: Copy + Ord>(
 mod tests {
     use super::*;
     use statrs::distribution::{Binomial, DiscreteCDF};
+
+    #[test]
+    fn select_keeps_the_items_asked_for_in_their_order() {
+        let recorded = Recorded::new(vec![Some(vec![1, 2, 3]), None], vec![1, 0, 3]);
+        let picked = recorded.select(&[2, 0, 9]);
+        assert_eq!(picked.labels, [3, 1]);
+        assert_eq!(picked.answers, [Some(vec![3, 1]), None]);
+        assert_eq!(picked.majority(&[0], &[1.0, 1.0]), Some(1.0));
+    }
 
     #[test]
     fn combinations_are_every_subset_once() {

@@ -10,7 +10,11 @@
 //! candidate's answer on a labelled request (the master's shadow calls): that inference
 //! is reported apart, as `shadow`, and not in `models/request`.
 
-use cocktail_common::Zoo;
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use anyhow::Context as _;
+use cocktail_common::{Predictions, Zoo};
 use cocktail_policy::estimate::combinations;
 use cocktail_policy::selection::{self, Constraint, Objective};
 use cocktail_policy::tracking::{Tracker, TrackingConfig};
@@ -21,7 +25,7 @@ use serde::Serialize;
 use super::World;
 use super::result::Outcomes;
 use super::schemes::infaas_choice;
-use crate::workload::drift::{Drift, GroupBy, Schedule};
+use crate::workload::drift::{self as workload, Drift, GroupBy, Schedule};
 
 /// Requests after each phase change that [`DriftResult::accuracy_met_after_shifts`]
 /// counts: a third of a phase, five windows of 200.
@@ -137,6 +141,12 @@ pub struct DriftResult {
     pub accuracy_met_after_shifts: f64,
     /// Re-selections the shift check started.
     pub shifts: u64,
+    /// Per phase change (every phase but the very first): the requests from the change
+    /// until the scheme first served a choice adapted to the new phase (one whose accuracy
+    /// on the phase's items meets the target, or is within a point of the best any choice
+    /// reaches there when none does), its adaptation lag; the phase's length when it
+    /// never did; 0 when what it served at the change already was.
+    pub lags: Vec<u64>,
     pub phases: Vec<PhaseResult>,
     /// Per 100 requests: (request, window accuracy, models per request).
     pub series: Vec<(u64, f64, f64)>,
@@ -145,10 +155,17 @@ pub struct DriftResult {
 /// A schedule bound to a task: the world, the draw, and each item's group.
 #[derive(Debug)]
 pub struct DriftWorld<'a> {
-    pub world: &'a World,
+    /// The task's world; for a [`GroupBy::Shifted`] schedule, a copy with the shifted
+    /// items appended.
+    pub world: Cow<'a, World>,
     pub drift: Drift,
+    /// The scored items of each of the schedule's groups, in the order it first uses them.
+    pub groups: Vec<(String, Vec<usize>)>,
     /// The scored items of each phase, with their weight in the phase.
     phase_items: Vec<Vec<(usize, f64)>>,
+    /// Per phase: the oracle's choice, and the best accuracy any choice reaches.
+    oracle: Vec<Vec<usize>>,
+    best_accuracy: Vec<f64>,
 }
 
 impl<'a> DriftWorld<'a> {
@@ -161,6 +178,8 @@ impl<'a> DriftWorld<'a> {
             schedule.task,
             world.task
         );
+        let (first, n) = world.scored_items();
+        let mut world = Cow::Borrowed(world);
         let groups: Vec<String> = match schedule.group_by {
             GroupBy::Source => cocktail_common::testset::sources(zoo, &world.task)?
                 .ok_or_else(|| anyhow::anyhow!("task `{}` has no sources", world.task))?,
@@ -172,6 +191,28 @@ impl<'a> DriftWorld<'a> {
                     .map(|&l| names.get(usize::from(l)).cloned().unwrap_or_default())
                     .collect()
             }
+            GroupBy::Shifted(folder) => {
+                let shifted = world.to_mut();
+                let mut groups = vec![workload::CLEAN.to_owned(); shifted.labels.len()];
+                for group in schedule.groups() {
+                    if group == workload::CLEAN {
+                        continue;
+                    }
+                    let path = format!("{folder}/{group}.tsv.gz");
+                    let answers = Predictions::load(&zoo.resolve(&path))
+                        .map_err(anyhow::Error::from)
+                        .and_then(|p| shifted.append(&p))
+                        .with_context(|| {
+                            format!(
+                                "schedule `{}`: the recorded answers on `{group}` (`{path}` in the zoo; models/build-zoo.sh records them)",
+                                schedule.name
+                            )
+                        });
+                    answers?;
+                    groups.resize(shifted.labels.len(), group.to_owned());
+                }
+                groups
+            }
         };
         anyhow::ensure!(
             groups.len() == world.labels.len(),
@@ -179,10 +220,27 @@ impl<'a> DriftWorld<'a> {
             groups.len(),
             world.labels.len()
         );
-        let (first, n) = world.scored_items();
-        let scored = first..first + n;
+        // The clean scored half, and every shifted item after it.
+        let scored = first..first + n + world.shifted;
         let drift = Drift::new(schedule, scored.clone(), |i| groups.get(i).cloned())?;
-        let phase_items = schedule
+        let by_group: Vec<(String, Vec<usize>)> = schedule
+            .groups()
+            .into_iter()
+            .map(|group| {
+                let items = scored
+                    .clone()
+                    .filter(|&i| groups.get(i).map(String::as_str) == Some(group))
+                    .collect();
+                (group.to_owned(), items)
+            })
+            .collect();
+        let items_of = |group: &str| {
+            by_group
+                .iter()
+                .find(|(g, _)| g == group)
+                .map_or(&[][..], |(_, items)| items.as_slice())
+        };
+        let phase_items: Vec<Vec<(usize, f64)>> = schedule
             .phases
             .iter()
             .map(|phase| {
@@ -191,20 +249,23 @@ impl<'a> DriftWorld<'a> {
                     .shares
                     .iter()
                     .flat_map(|&(group, share)| {
-                        let items: Vec<usize> = scored
-                            .clone()
-                            .filter(|&i| groups.get(i).map(String::as_str) == Some(group))
-                            .collect();
+                        let items = items_of(group);
                         let weight = share / total / items.len().max(1) as f64;
-                        items.into_iter().map(move |i| (i, weight))
+                        items.iter().map(move |&i| (i, weight))
                     })
                     .collect()
             })
             .collect();
+        let (oracle, best_accuracy) = oracle(&world, &phase_items, schedule.target)
+            .into_iter()
+            .unzip();
         Ok(Self {
             world,
             drift,
+            groups: by_group,
             phase_items,
+            oracle,
+            best_accuracy,
         })
     }
 
@@ -220,51 +281,88 @@ impl<'a> DriftWorld<'a> {
     /// The oracle's choice per phase: the cheapest single model or odd vote whose
     /// accuracy on the phase's scored items meets the target; else the most accurate.
     pub fn oracle(&self) -> Vec<Vec<usize>> {
-        let models = &self.world.candidates;
-        let all: Vec<usize> = (0..models.len()).collect();
-        let cost = |m: &[usize]| -> f64 { m.iter().map(|&k| models[k].latency_ms).sum() };
-        let target = self.drift.schedule.target;
-        self.phase_items
-            .iter()
-            .map(|items| {
-                let mut choices: Vec<(Vec<usize>, f64)> = (1..=MAX_MEMBERS.min(all.len()))
-                    .step_by(2)
-                    .flat_map(|k| combinations(&all, k))
-                    .map(|m| {
-                        let accuracy = items
-                            .iter()
-                            .map(|&(item, w)| w * f64::from(u8::from(self.correct(&m, item))))
-                            .sum::<f64>();
-                        (m, accuracy)
-                    })
-                    .collect();
-                choices.sort_by(|a, b| cost(&a.0).total_cmp(&cost(&b.0)));
-                choices
-                    .iter()
-                    .find(|(_, a)| *a >= target)
-                    .or_else(|| choices.iter().max_by(|a, b| a.1.total_cmp(&b.1)))
-                    .map(|(m, _)| m.clone())
-                    .unwrap_or_default()
-            })
-            .collect()
+        self.oracle.clone()
+    }
+
+    /// Whether `members` have adapted to phase `phase`: their accuracy on the phase's
+    /// items meets the target or, when no choice meets it there, is within a point of the
+    /// best any choice reaches. `seen` keeps the answers per (phase, members).
+    fn adapted(
+        &self,
+        phase: usize,
+        members: &[usize],
+        seen: &mut HashMap<(usize, Vec<usize>), bool>,
+    ) -> bool {
+        if let Some(&adapted) = seen.get(&(phase, members.to_vec())) {
+            return adapted;
+        }
+        let items = self.phase_items.get(phase).map_or(&[][..], Vec::as_slice);
+        let best = self.best_accuracy.get(phase).copied().unwrap_or(0.0);
+        let needed = self.drift.schedule.target.min(best - 0.01);
+        let adapted = accuracy_on(&self.world, items, members) >= needed;
+        seen.insert((phase, members.to_vec()), adapted);
+        adapted
     }
 
     /// Whether the plain majority of `members` is right on `item`.
     fn correct(&self, members: &[usize], item: usize) -> bool {
-        let answers = members.iter().filter_map(|&m| {
-            let class = *self.world.answers.get(m)?.get(item)?;
-            Some((class, self.world.accuracy.get(m).copied().unwrap_or(0.0)))
-        });
-        let mut tally = Vec::new();
-        cocktail_policy::estimate::majority_vote(answers, &mut tally)
-            == self.world.labels.get(item).copied()
+        correct(&self.world, members, item)
     }
+}
+
+/// Per phase (its scored items with their weights): the oracle's choice, the cheapest
+/// single model or odd vote whose accuracy on the items meets `target`, else the most
+/// accurate; and the best accuracy any such choice reaches.
+fn oracle(world: &World, phase_items: &[Vec<(usize, f64)>], target: f64) -> Vec<(Vec<usize>, f64)> {
+    let models = &world.candidates;
+    let all: Vec<usize> = (0..models.len()).collect();
+    let cost = |m: &[usize]| -> f64 { m.iter().map(|&k| models[k].latency_ms).sum() };
+    phase_items
+        .iter()
+        .map(|items| {
+            let mut choices: Vec<(Vec<usize>, f64)> = (1..=MAX_MEMBERS.min(all.len()))
+                .step_by(2)
+                .flat_map(|k| combinations(&all, k))
+                .map(|m| {
+                    let accuracy = accuracy_on(world, items, &m);
+                    (m, accuracy)
+                })
+                .collect();
+            choices.sort_by(|a, b| cost(&a.0).total_cmp(&cost(&b.0)));
+            let best = choices.iter().map(|c| c.1).fold(0.0, f64::max);
+            let choice = choices
+                .iter()
+                .find(|(_, a)| *a >= target)
+                .or_else(|| choices.iter().max_by(|a, b| a.1.total_cmp(&b.1)))
+                .map(|(m, _)| m.clone())
+                .unwrap_or_default();
+            (choice, best)
+        })
+        .collect()
+}
+
+/// The weighted share of `items` on which the plain majority of `members` is right.
+fn accuracy_on(world: &World, items: &[(usize, f64)], members: &[usize]) -> f64 {
+    items
+        .iter()
+        .map(|&(item, w)| w * f64::from(u8::from(correct(world, members, item))))
+        .sum()
+}
+
+/// Whether the plain majority of `members` is right on `item`.
+fn correct(world: &World, members: &[usize], item: usize) -> bool {
+    let answers = members.iter().filter_map(|&m| {
+        let class = *world.answers.get(m)?.get(item)?;
+        Some((class, world.accuracy.get(m).copied().unwrap_or(0.0)))
+    });
+    let mut tally = Vec::new();
+    cocktail_policy::estimate::majority_vote(answers, &mut tally) == world.labels.get(item).copied()
 }
 
 /// Runs `scheme` on the schedule with `feedback`. Every scheme sees the same requests
 /// and the same labelled ones for the same seed.
 pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u64) -> DriftResult {
-    let world = dw.world;
+    let world: &World = &dw.world;
     let schedule = dw.drift.schedule;
     let models = &world.candidates;
     let constraint = dw.constraint();
@@ -299,7 +397,12 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
     let mut bucket_models = 0_u64;
     // (requests, of which met) in the first requests after each phase change.
     let mut after_shifts = (0_u64, 0_u64);
+    // When the served choice first adapted to this phase (see `DriftWorld::adapted`).
+    let mut adapted_at: Option<u64> = None;
+    let mut adapted = HashMap::new();
+    let mut lags = Vec::new();
     let total = schedule.requests() as u64;
+    let phase_len = schedule.phase_requests.max(1) as u64;
     for k in 0..total {
         let item = dw.drift.draw(&mut requests, k as usize);
         let phase = schedule.phase_of(k as usize);
@@ -313,6 +416,18 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
             (DriftScheme::AlwaysBest, _) => vec![best],
             _ => oracle.get(phase).cloned().unwrap_or_default(),
         };
+        let into = k % phase_len;
+        if into == 0 {
+            adapted_at = None;
+        }
+        if k >= phase_len {
+            if adapted_at.is_none() && dw.adapted(phase, &members, &mut adapted) {
+                adapted_at = Some(into);
+            }
+            if into + 1 == phase_len {
+                lags.push(adapted_at.unwrap_or(phase_len));
+            }
+        }
         let correct = dw.correct(&members, item);
         window.push(correct);
         let met = window.accuracy() >= constraint.accuracy;
@@ -321,9 +436,7 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
         models_total += members.len() as u64;
         bucket_models += members.len() as u64;
         inference_ms += members.iter().map(|&m| models[m].latency_ms).sum::<f64>();
-        if k as usize >= schedule.phase_requests
-            && (k as usize) % schedule.phase_requests.max(1) < AFTER_SHIFT
-        {
+        if k >= phase_len && into < AFTER_SHIFT as u64 {
             after_shifts.0 += 1;
             after_shifts.1 += u64::from(met);
         }
@@ -364,6 +477,7 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
         shadow_us: shadow_ms * 1000.0 / n,
         accuracy_met_after_shifts: after_shifts.1 as f64 / after_shifts.0.max(1) as f64,
         shifts: tracker.as_ref().map_or(0, |t| t.shifts),
+        lags,
         phases: schedule
             .phases
             .iter()
@@ -380,6 +494,54 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
             .collect(),
         series,
     }
+}
+
+/// A choice served throughout a schedule, as a static deployment serves it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StaticChoice {
+    pub members: Vec<usize>,
+    /// The share of requests whose last 200 answers met the target.
+    pub accuracy_met: f64,
+    /// The members' summed profiled inference time per request (µs).
+    pub inference_us: f64,
+}
+
+/// The static choices issue 34's cost goal compares Cocktail with: every single model,
+/// and every odd vote of 3 or 5 among the nine models most accurate by profile (C(9, 3) +
+/// C(9, 5) = 210 votes, as `ensemble_gain` searches), each served throughout the requests
+/// every scheme sees for `seed`. Cheapest first.
+pub fn static_choices(dw: &DriftWorld<'_>, seed: u64) -> Vec<StaticChoice> {
+    let world: &World = &dw.world;
+    let models = &world.candidates;
+    let mut requests = SmallRng::seed_from_u64(seed);
+    let items: Vec<usize> = (0..dw.drift.schedule.requests())
+        .map(|k| dw.drift.draw(&mut requests, k))
+        .collect();
+    let mut accurate: Vec<usize> = (0..models.len()).collect();
+    accurate.sort_by(|&a, &b| models[b].accuracy.total_cmp(&models[a].accuracy));
+    accurate.truncate(9);
+    let mut choices: Vec<Vec<usize>> = (0..models.len()).map(|m| vec![m]).collect();
+    for size in [3, 5] {
+        choices.extend(combinations(&accurate, size));
+    }
+    let target = dw.drift.schedule.target;
+    let mut served = crate::parallel::map_counted(&choices, None, |members| {
+        let mut window = Outcomes::default();
+        let met = items
+            .iter()
+            .filter(|&&item| {
+                window.push(correct(world, members, item));
+                window.accuracy() >= target
+            })
+            .count();
+        StaticChoice {
+            members: members.clone(),
+            accuracy_met: met as f64 / items.len().max(1) as f64,
+            inference_us: members.iter().map(|&m| models[m].latency_ms * 1000.0).sum(),
+        }
+    });
+    served.sort_by(|a, b| a.inference_us.total_cmp(&b.inference_us));
+    served
 }
 
 /// Hands the tracker the labels due by request `k`: (due, served at, item), in order.
@@ -445,7 +607,7 @@ pub fn names(world: &World, members: &[usize]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::drift::SENTIMENT_DOMAINS;
+    use crate::workload::drift::{CLEAN, FASHION_CORRUPTIONS, SENTIMENT_DOMAINS};
 
     #[test]
     fn labels_come_for_their_fraction_and_after_their_delay() {
@@ -478,5 +640,88 @@ mod tests {
         let oracle = dw.oracle();
         assert_eq!(oracle.len(), SENTIMENT_DOMAINS.phases.len());
         assert!(oracle.iter().all(|m| !m.is_empty()));
+        // A static choice served throughout sees the requests every scheme sees: InFaaS's
+        // model among them meets the target exactly as often as InFaaS does.
+        let statics = static_choices(&dw, 1);
+        assert_eq!(
+            statics.len(),
+            6 + 20 + 6,
+            "singles, and votes of 3 and 5 of 6"
+        );
+        assert!(statics.is_sorted_by(|a, b| a.inference_us <= b.inference_us));
+        let infaas = run(&dw, DriftScheme::Infaas, FEEDBACK[0], 1);
+        let model = infaas_choice(&world.candidates, &dw.constraint());
+        let alone = statics.iter().find(|x| x.members == [model]).unwrap();
+        assert_eq!(alone.accuracy_met, infaas.accuracy_met);
+        assert!((alone.inference_us - infaas.inference_us).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_shifted_schedule_draws_the_corrupted_copies_after_the_clean_half() {
+        let zoo = Zoo::load(Zoo::locate(None).unwrap()).unwrap();
+        let world = World::load(&zoo, "fashion").unwrap();
+        let dw = DriftWorld::new(&zoo, &world, &FASHION_CORRUPTIONS).unwrap();
+        // The clean scored half keeps its items; each corrupted copy of it follows, with
+        // the same labels in the same order.
+        let (first, n) = world.scored_items();
+        assert_eq!(dw.world.scored_items(), (first, n));
+        assert_eq!(dw.groups[0].0, CLEAN);
+        assert!(dw.groups[0].1 == (first..first + n).collect::<Vec<_>>());
+        let clean_labels = &world.labels[first..first + n];
+        for (k, (group, items)) in dw.groups.iter().enumerate().skip(1) {
+            let start = first + n * k;
+            assert!(*items == (start..start + n).collect::<Vec<_>>(), "{group}");
+            assert!(
+                &dw.world.labels[start..start + n] == clean_labels,
+                "{group}"
+            );
+        }
+        assert_eq!(dw.world.labels.len(), world.labels.len() + 5 * n);
+        // What selection estimates on stays the clean first half.
+        assert_eq!(dw.world.recorded, world.recorded);
+        // Inversion is a shift the models feel: every one of them is worse on it.
+        let inverse = &dw.groups[5].1;
+        for m in 0..world.models.len() {
+            let right = |items: &[usize]| {
+                items
+                    .iter()
+                    .filter(|&&i| dw.world.answers[m][i] == dw.world.labels[i])
+                    .count()
+            };
+            assert!(
+                right(inverse) < right(&dw.groups[0].1),
+                "{}",
+                world.models[m]
+            );
+        }
+        // Adaptation lags: the oracle serves each phase's choice from its first request;
+        // InFaaS's one model never adapts to the inversion, and is adapted to clean
+        // images again the moment they return.
+        let full = FEEDBACK[0];
+        let oracle = run(&dw, DriftScheme::Oracle, full, 1);
+        assert_eq!(oracle.lags, [0; 6]);
+        let infaas = run(&dw, DriftScheme::Infaas, full, 1);
+        let phase = FASHION_CORRUPTIONS.phase_requests as u64;
+        assert_eq!(
+            (infaas.lags[4], infaas.lags[5]),
+            (phase, 0),
+            "{:?}",
+            infaas.lags
+        );
+        // Recorded answers that are not there are refused, naming the file and what
+        // makes it.
+        static ELSEWHERE: Schedule = Schedule {
+            group_by: GroupBy::Shifted("predictions/elsewhere"),
+            ..FASHION_CORRUPTIONS
+        };
+        let error = format!(
+            "{:#}",
+            DriftWorld::new(&zoo, &world, &ELSEWHERE).unwrap_err()
+        );
+        assert!(
+            error.contains("predictions/elsewhere/shot_noise-1.tsv.gz"),
+            "{error}"
+        );
+        assert!(error.contains("build-zoo.sh"), "{error}");
     }
 }

@@ -11,7 +11,7 @@ use cocktail_policy::selection::Candidate;
 use crate::workload::{self, ConstraintType};
 
 /// One task's models, their recorded answers and the catalog.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct World {
     pub task: String,
     pub models: Vec<String>,
@@ -30,6 +30,8 @@ pub struct World {
     pub catalog: Catalog,
     /// `packing[model][type]`: Pf of the model on each catalog type.
     pub packing: Vec<Vec<u32>>,
+    /// Test items appended after the test set's own by [`World::append`].
+    pub shifted: usize,
     /// `type_latency[model][type]`: the model's single-request latency on each catalog
     /// type in ms (its profile fitted and carried to the type; the model's profiled
     /// latency when it has no profile), for MArk's per-type latency filter.
@@ -97,6 +99,7 @@ impl World {
             catalog,
             packing,
             type_latency,
+            shifted: 0,
         })
     }
 }
@@ -120,34 +123,38 @@ impl World {
 
     /// The test items requests are drawn from ([`estimate::scored_items`]).
     pub fn scored_items(&self) -> (usize, usize) {
-        estimate::scored_items(self.labels.len())
+        estimate::scored_items(self.labels.len() - self.shifted)
     }
 
     /// The same world with every model `factor` times slower (latencies, and so the
     /// constraint types): our models run in microseconds, the papers' in 10–300 ms, and
     /// the autoscaling studies need pools that take more than one instance.
     pub fn with_latency_scale(&self, factor: f64) -> Self {
-        let mut candidates = self.candidates.clone();
-        for c in &mut candidates {
+        let mut scaled = self.clone();
+        for c in &mut scaled.candidates {
             c.latency_ms *= factor;
         }
-        Self {
-            types: workload::constraint_types(&candidates),
-            candidates,
-            task: self.task.clone(),
-            models: self.models.clone(),
-            accuracy: self.accuracy.clone(),
-            classes: self.classes,
-            answers: self.answers.clone(),
-            labels: self.labels.clone(),
-            recorded: self.recorded.clone(),
-            catalog: self.catalog.clone(),
-            packing: self.packing.clone(),
-            type_latency: self
-                .type_latency
-                .iter()
-                .map(|per_type| per_type.iter().map(|ms| ms * factor).collect())
-                .collect(),
+        scaled.types = workload::constraint_types(&scaled.candidates);
+        for ms in scaled.type_latency.iter_mut().flatten() {
+            *ms *= factor;
         }
+        scaled
+    }
+
+    /// Appends the test items `shifted` holds answers for (a shifted copy of the scored
+    /// half, such as a corruption) after the test set's own: they get the next item
+    /// indices. What selection estimates on ([`World::recorded`]) stays the clean first
+    /// half, and [`World::scored_items`] keeps meaning the clean scored half.
+    pub fn append(&mut self, shifted: &Predictions) -> anyhow::Result<()> {
+        for (model, answers) in self.models.iter().zip(&mut self.answers) {
+            let column = shifted
+                .model_index(model)
+                .and_then(|i| shifted.classes.get(i))
+                .with_context(|| format!("no recorded answers of `{model}`"))?;
+            answers.extend_from_slice(column);
+        }
+        self.labels.extend_from_slice(&shifted.labels);
+        self.shifted += shifted.labels.len();
+        Ok(())
     }
 }
