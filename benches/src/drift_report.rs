@@ -75,7 +75,7 @@ pub fn section(dw: &DriftWorld<'_>, results: &[DriftResult], seed: u64) -> Strin
         schedule
             .phases
             .iter()
-            .zip(&oracle)
+            .zip(oracle)
             .map(|(p, m)| format!("{} `{}`", p.name, drift::names(world, m)))
             .collect::<Vec<_>>()
             .join(", "),

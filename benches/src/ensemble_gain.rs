@@ -43,15 +43,10 @@ pub fn gains(world: &World) -> Vec<Gain> {
         .iter()
         .map(|t| {
             let latency_ms = t.constraint.latency_ms - HOP_MS;
-            let mut fit: Vec<usize> = (0..world.models.len())
+            let fit: Vec<usize> = (0..world.models.len())
                 .filter(|&m| world.candidates[m].latency_ms <= latency_ms + 1e-9)
                 .collect();
-            fit.sort_by(|&a, &b| accuracy[b].total_cmp(&accuracy[a]).then(a.cmp(&b)));
-            fit.truncate(SEARCHED);
-            let single = fit.first().copied().unwrap_or(t.model);
-            let best = best_vote(&recorded, &fit, MAX_SIZE, accuracy)
-                .filter(|(_, a)| *a > accuracy[single] + 1e-12)
-                .unwrap_or((vec![single], accuracy[single]));
+            let (single, best) = single_and_vote(&recorded, fit, accuracy, t.model);
             let name = |m: usize| world.models[m].clone();
             Gain {
                 constraint: t.name.clone(),
@@ -61,6 +56,24 @@ pub fn gains(world: &World) -> Vec<Gain> {
             }
         })
         .collect()
+}
+
+/// Among `fit`: the most accurate model (`fallback` when `fit` is empty), and the most
+/// accurate plain-majority vote of two to five of the [`SEARCHED`] most accurate when it
+/// beats that model, else the model alone. `accuracy[model]` ranks them and breaks ties.
+fn single_and_vote(
+    recorded: &Recorded,
+    mut fit: Vec<usize>,
+    accuracy: &[f64],
+    fallback: usize,
+) -> (usize, (Vec<usize>, f64)) {
+    fit.sort_by(|&a, &b| accuracy[b].total_cmp(&accuracy[a]).then(a.cmp(&b)));
+    fit.truncate(SEARCHED);
+    let single = fit.first().copied().unwrap_or(fallback);
+    let best = best_vote(recorded, &fit, MAX_SIZE, accuracy)
+        .filter(|(_, a)| *a > accuracy[single] + 1e-12)
+        .unwrap_or((vec![single], accuracy[single]));
+    (single, best)
 }
 
 /// One group's gain: a domain or a corruption that a drift schedule draws from.
@@ -96,13 +109,7 @@ pub fn by_group(world: &World, groups: &[(String, Vec<usize>)]) -> Vec<GroupGain
                 .iter()
                 .map(|&m| recorded.majority(&[m], &world.accuracy).unwrap_or(0.0))
                 .collect();
-            let mut fit = models;
-            fit.sort_by(|&a, &b| accuracy[b].total_cmp(&accuracy[a]).then(a.cmp(&b)));
-            fit.truncate(SEARCHED);
-            let single = fit.first().copied().unwrap_or_default();
-            let best = best_vote(&recorded, &fit, MAX_SIZE, &accuracy)
-                .filter(|(_, a)| *a > accuracy[single] + 1e-12)
-                .unwrap_or((vec![single], accuracy[single]));
+            let (single, best) = single_and_vote(&recorded, models, &accuracy, 0);
             let name = |m: usize| world.models.get(m).cloned().unwrap_or_default();
             GroupGain {
                 group: group.clone(),

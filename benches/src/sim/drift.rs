@@ -280,8 +280,8 @@ impl<'a> DriftWorld<'a> {
 
     /// The oracle's choice per phase: the cheapest single model or odd vote whose
     /// accuracy on the phase's scored items meets the target; else the most accurate.
-    pub fn oracle(&self) -> Vec<Vec<usize>> {
-        self.oracle.clone()
+    pub fn oracle(&self) -> &[Vec<usize>] {
+        &self.oracle
     }
 
     /// Whether `members` have adapted to phase `phase`: their accuracy on the phase's
@@ -302,11 +302,6 @@ impl<'a> DriftWorld<'a> {
         let adapted = accuracy_on(&self.world, items, members) >= needed;
         seen.insert((phase, members.to_vec()), adapted);
         adapted
-    }
-
-    /// Whether the plain majority of `members` is right on `item`.
-    fn correct(&self, members: &[usize], item: usize) -> bool {
-        correct(&self.world, members, item)
     }
 }
 
@@ -345,12 +340,12 @@ fn oracle(world: &World, phase_items: &[Vec<(usize, f64)>], target: f64) -> Vec<
 fn accuracy_on(world: &World, items: &[(usize, f64)], members: &[usize]) -> f64 {
     items
         .iter()
-        .map(|&(item, w)| w * f64::from(u8::from(correct(world, members, item))))
+        .map(|&(item, w)| w * f64::from(u8::from(majority_right(world, members, item))))
         .sum()
 }
 
 /// Whether the plain majority of `members` is right on `item`.
-fn correct(world: &World, members: &[usize], item: usize) -> bool {
+fn majority_right(world: &World, members: &[usize], item: usize) -> bool {
     let answers = members.iter().filter_map(|&m| {
         let class = *world.answers.get(m)?.get(item)?;
         Some((class, world.accuracy.get(m).copied().unwrap_or(0.0)))
@@ -428,7 +423,7 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
                 lags.push(adapted_at.unwrap_or(phase_len));
             }
         }
-        let correct = dw.correct(&members, item);
+        let correct = majority_right(world, &members, item);
         window.push(correct);
         let met = window.accuracy() >= constraint.accuracy;
         correct_total += u64::from(correct);
@@ -530,7 +525,7 @@ pub fn static_choices(dw: &DriftWorld<'_>, seed: u64) -> Vec<StaticChoice> {
         let met = items
             .iter()
             .filter(|&&item| {
-                window.push(correct(world, members, item));
+                window.push(majority_right(world, members, item));
                 window.accuracy() >= target
             })
             .count();
