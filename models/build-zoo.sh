@@ -89,7 +89,8 @@ build() {
   done
 
   # The corrupted copies of the fashion test set's scored half (models/train/corrupt.py):
-  # every model's answers on each, for the `fashion-corruptions` drift schedule.
+  # every model's answers and probability vectors on each, for the `fashion-corruptions`
+  # drift schedule.
   local images name
   for images in "$SRC"/data/fashion-c/*-images-idx3-ubyte.gz; do
     name="$(basename "$images" -images-idx3-ubyte.gz)"
@@ -112,6 +113,8 @@ if [ -e "$target/zoo.toml" ]; then
   mkdir -p "$target/predictions"
   for task in "${TASKS[@]}"; do
     mv "$stage/predictions/$task.tsv.gz" "$target/predictions/$task.tsv.gz"
+    mv "$stage/predictions/$task.probabilities.tsv.gz" \
+      "$target/predictions/$task.probabilities.tsv.gz"
   done
   rm -rf "$target/predictions/fashion-c"
   mv "$stage/predictions/fashion-c" "$target/predictions/fashion-c"

@@ -17,6 +17,6 @@ pub mod whole;
 pub mod zoo;
 
 pub use error::CommonError;
-pub use predictions::Predictions;
+pub use predictions::{Predictions, Probabilities};
 pub use testset::{Input, TestSet};
 pub use zoo::{ModelEntry, Preprocess, Profile, TaskSpec, Zoo};

@@ -4,6 +4,10 @@
 //! File format (gzip'd TSV, one row per test item in test-set order): the header is
 //! `label` followed by a `<model>` and `<model>.p` column per model; rows hold the true
 //! class id, then each model's predicted class id and its softmax probability.
+//!
+//! The full probability vectors sit next to that file, in
+//! [`probabilities_path`]`(file)` (gzip'd TSV: `model`, `item`, then `p0`..`pK`, one row
+//! per model and item), for the votes that average probabilities (soft voting).
 
 use std::io::Read;
 use std::path::Path;
@@ -104,9 +108,125 @@ impl Predictions {
     }
 }
 
+/// Where the full probability vectors of the recorded answers in `predictions` live:
+/// `x.tsv.gz` -> `x.probabilities.tsv.gz`.
+pub fn probabilities_path(predictions: &str) -> String {
+    let stem = predictions.strip_suffix(".tsv.gz").unwrap_or(predictions);
+    format!("{stem}.probabilities.tsv.gz")
+}
+
+/// Every model's probability vector on every item: `values[model]` holds `items ×
+/// classes` probabilities, row-major, in the order of `models`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probabilities {
+    pub classes: usize,
+    pub values: Vec<Vec<f32>>,
+}
+
+impl Probabilities {
+    /// Reads the vectors of `models` on `items` items from `path`; every model must have
+    /// a row per item, each with the same number of classes.
+    pub fn load(path: &Path, models: &[String], items: usize) -> Result<Self, CommonError> {
+        let file = std::fs::File::open(path).map_err(|e| CommonError::io(path, e))?;
+        let mut text = String::new();
+        GzDecoder::new(file)
+            .read_to_string(&mut text)
+            .map_err(|e| CommonError::io(path, e))?;
+        Self::parse(&text, models, items).map_err(|message| CommonError::format(path, message))
+    }
+
+    fn parse(text: &str, models: &[String], items: usize) -> Result<Self, String> {
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().ok_or("empty file")?.split('\t').collect();
+        let classes = header.len().saturating_sub(2);
+        let named = header.get(..2) == Some(&["model", "item"][..])
+            && header
+                .iter()
+                .skip(2)
+                .enumerate()
+                .all(|(c, h)| *h == format!("p{c}"));
+        if !named || classes == 0 {
+            return Err("the header must be `model`, `item`, then `p0`, `p1`, ...".into());
+        }
+        let mut values = vec![Vec::new(); models.len()];
+        for (row, line) in lines.enumerate() {
+            let at = row + 2;
+            let mut fields = line.split('\t');
+            let model = fields.next().unwrap_or_default();
+            let Some(m) = models.iter().position(|name| name == model) else {
+                continue;
+            };
+            let item: usize = fields
+                .next()
+                .and_then(|f| f.parse().ok())
+                .ok_or_else(|| format!("row {at}: no item number"))?;
+            if item != values[m].len() / classes {
+                return Err(format!(
+                    "row {at}: `{model}` item {item} where item {} was due (rows go in item order)",
+                    values[m].len() / classes
+                ));
+            }
+            let before = values[m].len();
+            for f in fields {
+                values[m].push(
+                    f.parse()
+                        .map_err(|_| format!("row {at}: `{f}` is not a number"))?,
+                );
+            }
+            if values[m].len() - before != classes {
+                return Err(format!(
+                    "row {at} has {} probabilities, not {classes}",
+                    values[m].len() - before
+                ));
+            }
+        }
+        if let Some((m, v)) = models
+            .iter()
+            .zip(&values)
+            .find(|(_, v)| v.len() != items * classes)
+        {
+            return Err(format!(
+                "`{m}` has vectors for {} items, not {items}",
+                v.len() / classes
+            ));
+        }
+        Ok(Self { classes, values })
+    }
+
+    /// Model `model`'s vector on `item`.
+    pub fn row(&self, model: usize, item: usize) -> Option<&[f32]> {
+        self.values
+            .get(model)?
+            .get(item * self.classes..(item + 1) * self.classes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probability_vectors_load_for_the_models_asked_in_item_order() {
+        let text =
+            "model\titem\tp0\tp1\nb\t0\t0.25\t0.75\na\t0\t1\t0\nb\t1\t0.5\t0.5\na\t1\t0\t1\n";
+        let names = ["a".to_owned(), "b".to_owned()];
+        let p = Probabilities::parse(text, &names, 2).unwrap();
+        assert_eq!(p.classes, 2);
+        assert_eq!(p.row(0, 1), Some(&[0.0, 1.0][..]));
+        assert_eq!(p.row(1, 0), Some(&[0.25, 0.75][..]));
+        assert_eq!(p.row(1, 2), None);
+        let err = Probabilities::parse(text, &names, 3).unwrap_err();
+        assert!(err.contains("`a` has vectors for 2 items, not 3"), "{err}");
+        let err =
+            Probabilities::parse("model\titem\tp0\tp1\na\t1\t0\t1\n", &names[..1], 1).unwrap_err();
+        assert!(err.contains("item 1 where item 0 was due"), "{err}");
+        assert!(Probabilities::parse("model\tp0\n", &names, 1).is_err());
+        assert!(Probabilities::parse("model\titem\tp0\tp1\na\t0\t1\n", &names, 1).is_err());
+        assert_eq!(
+            probabilities_path("predictions/f.tsv.gz"),
+            "predictions/f.probabilities.tsv.gz"
+        );
+    }
 
     #[test]
     fn parses_and_scores() {

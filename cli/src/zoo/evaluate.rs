@@ -281,29 +281,13 @@ fn write_all(
         .predictions
         .clone()
         .unwrap_or_else(|| format!("predictions/{task}.tsv.gz"));
-    let stem = predictions
-        .strip_suffix(".tsv.gz")
-        .unwrap_or(predictions.as_str());
-    let probabilities = format!("{stem}.probabilities.tsv.gz");
+    let probabilities = cocktail_common::predictions::probabilities_path(&predictions);
     if let Some(folder) = zoo.resolve(&predictions).parent() {
         std::fs::create_dir_all(folder)
             .with_context(|| format!("creating `{}`", folder.display()))?;
     }
     let table = answers_table(models, labels, answers);
-    let mut full = String::from("model\titem");
-    for c in 0..classes {
-        full.push_str(&format!("\tp{c}"));
-    }
-    full.push('\n');
-    for (m, a) in models.iter().zip(answers) {
-        for (item, row) in a.probs.iter().enumerate() {
-            full.push_str(&format!("{}\t{item}", m.name));
-            for p in row {
-                full.push_str(&format!("\t{p:.6}"));
-            }
-            full.push('\n');
-        }
-    }
+    let full = probabilities_table(models, answers, classes);
     let mut doc = read_doc(manifest)?;
     doc["tasks"][task]["predictions"] = toml_edit::value(predictions.as_str());
     let mut report = Vec::new();
@@ -384,6 +368,31 @@ pub(super) fn answers_table(
         table.push('\n');
     }
     table
+}
+
+/// The full probability vectors ([`cocktail_common::Probabilities`]'s format): `model`,
+/// `item`, then one column per class, to 4 places as the answers' `.p` column (the
+/// argmax of every recorded vector is the recorded class).
+pub(super) fn probabilities_table(
+    models: &[cocktail_common::ModelEntry],
+    answers: &[Answers],
+    classes: usize,
+) -> String {
+    let mut full = String::from("model\titem");
+    for c in 0..classes {
+        full.push_str(&format!("\tp{c}"));
+    }
+    full.push('\n');
+    for (m, a) in models.iter().zip(answers) {
+        for (item, row) in a.probs.iter().enumerate() {
+            full.push_str(&format!("{}\t{item}", m.name));
+            for p in row {
+                full.push_str(&format!("\t{p:.4}"));
+            }
+            full.push('\n');
+        }
+    }
+    full
 }
 
 /// Top-1 accuracy, recall per class (rounded to 6 places, as the project's manifest),

@@ -3,6 +3,7 @@
 //! copy of it (`models/data/fashion-c/`), in the recorded-answers format selection and
 //! the drift schedules read. Unlike `evaluate`, it leaves the manifest and the task's
 //! own recorded answers alone: the set shifts what the models see, not what they are.
+//! The full probability vectors go next to `--out`, as `evaluate` writes them.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +12,7 @@ use clap::Args;
 use cocktail_common::testset::{read_idx_images, read_idx_labels};
 use cocktail_common::{Input, Zoo};
 
-use super::evaluate::{Items, answer, answers_table, gzip};
+use super::evaluate::{Items, answer, answers_table, gzip, probabilities_table};
 use super::{commit, temp_path};
 
 #[derive(Debug, Args)]
@@ -65,12 +66,26 @@ pub fn run(manifest: &Path, ort_lib: Option<&Path>, args: &RecordArgs) -> anyhow
         std::fs::create_dir_all(folder)
             .with_context(|| format!("creating `{}`", folder.display()))?;
     }
-    let temp = temp_path(&args.out);
-    if let Err(error) = gzip(&temp, &answers_table(&models, &labels, &answers)) {
-        let _ = std::fs::remove_file(&temp);
-        return Err(error);
+    let out = args.out.to_string_lossy();
+    let full = PathBuf::from(cocktail_common::predictions::probabilities_path(&out));
+    let tables = [
+        (&args.out, answers_table(&models, &labels, &answers)),
+        (&full, probabilities_table(&models, &answers, classes)),
+    ];
+    let mut temps = Vec::new();
+    for (target, text) in &tables {
+        let temp = temp_path(target);
+        if let Err(error) = gzip(&temp, text) {
+            for t in temps.iter().chain([&temp]) {
+                let _ = std::fs::remove_file(t);
+            }
+            return Err(error);
+        }
+        temps.push(temp);
     }
-    commit(&temp, &args.out)?;
+    for (temp, (target, _)) in temps.iter().zip(&tables) {
+        commit(temp, target)?;
+    }
     println!(
         "recorded {} models' answers on {} items: {}",
         models.len(),

@@ -4,7 +4,7 @@
 //! committed, profiles included (kept by `add --profile-from` for unchanged files), and
 //! the recorded answers as recorded.
 
-use cocktail_common::Predictions;
+use cocktail_common::{Predictions, Probabilities};
 
 use super::*;
 
@@ -130,6 +130,27 @@ fn the_projects_zoo_is_rebuilt_by_the_commands() {
             }
         }
         println!("{task}: {off} probabilities differ in their last digit");
+        // And the full vectors next to them, to the same digit.
+        let path = cocktail_common::predictions::probabilities_path(&path);
+        let got = Probabilities::load(&dir.0.join(&path), &want.models, want.len()).unwrap();
+        let want = Probabilities::load(
+            &workspace().join("models").join(&path),
+            &want.models,
+            want.len(),
+        )
+        .unwrap();
+        assert_eq!(got.classes, want.classes, "{task}: classes");
+        for (m, (a, b)) in got.values.iter().zip(&want.values).enumerate() {
+            let far = a
+                .iter()
+                .zip(b)
+                .filter(|(a, b)| (*a - *b).abs() >= 1.5e-4)
+                .count();
+            assert_eq!(
+                far, 0,
+                "{task}: model {m}'s vectors off by more than a digit"
+            );
+        }
     }
 
     // The rebuilt folder is a complete zoo.

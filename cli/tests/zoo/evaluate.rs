@@ -322,4 +322,23 @@ fn evaluate_on_the_committed_idx_test_set_records_the_projects_answers() {
         // Classes only: the probabilities' fourth decimal can differ between CPUs.
         assert_eq!(mine.classes[m], project.classes[p], "{name}");
     }
+    // The full vectors go next to the answers, within a digit of the committed ones.
+    let names = ["linear".to_owned(), "lenet".to_owned()];
+    let vectors =
+        |path: &std::path::Path| cocktail_common::Probabilities::load(path, &names, 5_000).unwrap();
+    let mine = vectors(
+        &zoo.dir
+            .join("predictions/fashion-c/inverse.probabilities.tsv.gz"),
+    );
+    let project =
+        vectors(&workspace().join("models/predictions/fashion-c/inverse.probabilities.tsv.gz"));
+    assert_eq!(mine.classes, 10);
+    for (m, name) in names.iter().enumerate() {
+        let far = mine.values[m]
+            .iter()
+            .zip(&project.values[m])
+            .filter(|(a, b)| (*a - *b).abs() >= 1.5e-4)
+            .count();
+        assert_eq!(far, 0, "{name}: vectors off by more than a digit");
+    }
 }
