@@ -1,10 +1,12 @@
 //! How much an ensemble can gain over a single model within each constraint type's
 //! latency (issue 14, point 4): per type, the best single model whose profiled latency
 //! fits and the best plain-majority vote (ties to the most accurate voter, as selection
-//! estimates) of two to five such models, both counted on the whole recorded test set.
-//! `cocktail results` writes the table to `docs/results.md` and `models/README.md`.
+//! estimates) of two to five such models, both counted on the whole recorded test set,
+//! and the best soft vote (the highest mean probability) of two to five of them, from the
+//! probability vectors recorded for every model and item. `cocktail results` writes the
+//! table to `docs/results.md` and `models/README.md`.
 
-use cocktail_policy::estimate::{Recorded, best_vote};
+use cocktail_policy::estimate::{Recorded, best_vote, combinations};
 
 use crate::sim::World;
 use crate::workload::HOP_MS;
@@ -22,6 +24,8 @@ pub struct Gain {
     pub latency_ms: f64,
     pub single: (String, f64),
     pub ensemble: (Vec<String>, f64),
+    /// The best soft vote, when the zoo has probability vectors.
+    pub soft: Option<(Vec<String>, f64)>,
 }
 
 impl Gain {
@@ -31,6 +35,49 @@ impl Gain {
     }
 }
 
+/// The most accurate soft vote of two to [`MAX_SIZE`] of `fit`'s [`SEARCHED`] most
+/// accurate models (by `accuracy`) on `items`, with its accuracy; `None` without
+/// probability vectors or with fewer than two models. Exhaustive, as [`best_vote`].
+fn best_soft(
+    world: &World,
+    mut fit: Vec<usize>,
+    accuracy: &[f64],
+    items: &[usize],
+) -> Option<(Vec<usize>, f64)> {
+    world.probabilities.as_ref()?;
+    fit.sort_by(|&a, &b| accuracy[b].total_cmp(&accuracy[a]).then(a.cmp(&b)));
+    fit.truncate(SEARCHED);
+    let mut best: Option<(Vec<usize>, f64)> = None;
+    for size in 2..=MAX_SIZE.min(fit.len()) {
+        for members in combinations(&fit, size) {
+            let Some(a) = soft_accuracy(world, &members, items) else {
+                continue;
+            };
+            if best.as_ref().is_none_or(|(_, b)| a > *b) {
+                best = Some((members, a));
+            }
+        }
+    }
+    best
+}
+
+/// The share of `items` on which the soft vote of `members` is right; `None` without
+/// items or vectors.
+pub fn soft_accuracy(world: &World, members: &[usize], items: &[usize]) -> Option<f64> {
+    let mut sums = Vec::new();
+    let mut right = 0_usize;
+    for &item in items {
+        let class = world.soft_vote(members, item, &mut sums)?;
+        right += usize::from(
+            world
+                .labels
+                .get(item)
+                .is_some_and(|&l| usize::from(l) == class),
+        );
+    }
+    (!items.is_empty()).then(|| right as f64 / items.len() as f64)
+}
+
 /// Every constraint type's gain on `world`'s zoo.
 pub fn gains(world: &World) -> Vec<Gain> {
     let recorded = Recorded::new(
@@ -38,6 +85,7 @@ pub fn gains(world: &World) -> Vec<Gain> {
         world.labels.clone(),
     );
     let accuracy = &world.accuracy;
+    let items: Vec<usize> = (0..world.labels.len()).collect();
     world
         .types
         .iter()
@@ -46,6 +94,7 @@ pub fn gains(world: &World) -> Vec<Gain> {
             let fit: Vec<usize> = (0..world.models.len())
                 .filter(|&m| world.candidates[m].latency_ms <= latency_ms + 1e-9)
                 .collect();
+            let soft = best_soft(world, fit.clone(), accuracy, &items);
             let (single, best) = single_and_vote(&recorded, fit, accuracy, t.model);
             let name = |m: usize| world.models[m].clone();
             Gain {
@@ -53,6 +102,7 @@ pub fn gains(world: &World) -> Vec<Gain> {
                 latency_ms,
                 single: (name(single), accuracy[single]),
                 ensemble: (best.0.into_iter().map(name).collect(), best.1),
+                soft: soft.map(|(m, a)| (m.into_iter().map(name).collect(), a)),
             }
         })
         .collect()
@@ -83,6 +133,8 @@ pub struct GroupGain {
     pub items: usize,
     pub single: (String, f64),
     pub ensemble: (Vec<String>, f64),
+    /// The best soft vote, when the zoo has probability vectors.
+    pub soft: Option<(Vec<String>, f64)>,
 }
 
 impl GroupGain {
@@ -93,8 +145,9 @@ impl GroupGain {
 }
 
 /// Per group of test items (`(name, items)`): the most accurate single model on the
-/// group's items and the best plain-majority vote of two to five of the group's nine most
-/// accurate models, at any latency: how much voting can gain where the traffic goes.
+/// group's items and the best plain-majority vote and soft vote of two to five of the
+/// group's nine most accurate models, at any latency: how much voting can gain where the
+/// traffic goes.
 pub fn by_group(world: &World, groups: &[(String, Vec<usize>)]) -> Vec<GroupGain> {
     let all = Recorded::new(
         world.answers.iter().cloned().map(Some).collect(),
@@ -109,6 +162,7 @@ pub fn by_group(world: &World, groups: &[(String, Vec<usize>)]) -> Vec<GroupGain
                 .iter()
                 .map(|&m| recorded.majority(&[m], &world.accuracy).unwrap_or(0.0))
                 .collect();
+            let soft = best_soft(world, models.clone(), &accuracy, items);
             let (single, best) = single_and_vote(&recorded, models, &accuracy, 0);
             let name = |m: usize| world.models.get(m).cloned().unwrap_or_default();
             GroupGain {
@@ -116,6 +170,7 @@ pub fn by_group(world: &World, groups: &[(String, Vec<usize>)]) -> Vec<GroupGain
                 items: items.len(),
                 single: (name(single), accuracy[single]),
                 ensemble: (best.0.into_iter().map(name).collect(), best.1),
+                soft: soft.map(|(m, a)| (m.into_iter().map(name).collect(), a)),
             }
         })
         .collect()
@@ -124,11 +179,11 @@ pub fn by_group(world: &World, groups: &[(String, Vec<usize>)]) -> Vec<GroupGain
 /// The markdown table of [`by_group`]'s gains.
 pub fn group_table(gains: &[GroupGain]) -> String {
     let mut out = String::from(
-        "| group | items | best single model | accuracy | best vote (2–5 models) | accuracy | gain (points) |\n|---|---:|---|---:|---|---:|---:|\n",
+        "| group | items | best single model | accuracy | best vote (2–5 models) | accuracy | gain (points) | best soft vote (2–5 models) | accuracy | soft gain (points) |\n|---|---:|---|---:|---|---:|---:|---|---:|---:|\n",
     );
     for g in gains {
         out.push_str(&format!(
-            "| {} | {} | `{}` | {:.2} % | {} | {:.2} % | {:+.2} |\n",
+            "| {} | {} | `{}` | {:.2} % | {} | {:.2} % | {:+.2} | {} |\n",
             g.group,
             g.items,
             g.single.0,
@@ -136,9 +191,22 @@ pub fn group_table(gains: &[GroupGain]) -> String {
             members(&g.ensemble.0),
             g.ensemble.1 * 100.0,
             g.points(),
+            soft_cells(g.soft.as_ref(), g.single.1),
         ));
     }
     out
+}
+
+/// The soft vote's three cells: members, accuracy, gain over the single model's `single`.
+fn soft_cells(soft: Option<&(Vec<String>, f64)>, single: f64) -> String {
+    soft.map_or("- | - | -".into(), |(m, a)| {
+        format!(
+            "{} | {:.2} % | {:+.2}",
+            members(m),
+            a * 100.0,
+            (a - single) * 100.0
+        )
+    })
 }
 
 /// `a`, `b`: model names as the tables show them.
@@ -153,11 +221,11 @@ fn members(names: &[String]) -> String {
 /// The markdown table.
 pub fn table(gains: &[Gain]) -> String {
     let mut out = String::from(
-        "| type | inference latency (µs) | best single model | accuracy | best ensemble (2–5 models) | accuracy | gain (points) |\n|---|---:|---|---:|---|---:|---:|\n",
+        "| type | inference latency (µs) | best single model | accuracy | best ensemble (2–5 models) | accuracy | gain (points) | best soft vote (2–5 models) | accuracy | soft gain (points) |\n|---|---:|---|---:|---|---:|---:|---|---:|---:|\n",
     );
     for g in gains {
         out.push_str(&format!(
-            "| {} | {:.0} | `{}` | {:.2} % | {} | {:.2} % | {:+.2} |\n",
+            "| {} | {:.0} | `{}` | {:.2} % | {} | {:.2} % | {:+.2} | {} |\n",
             g.constraint,
             g.latency_ms * 1000.0,
             g.single.0,
@@ -165,11 +233,20 @@ pub fn table(gains: &[Gain]) -> String {
             members(&g.ensemble.0),
             g.ensemble.1 * 100.0,
             g.points(),
+            soft_cells(g.soft.as_ref(), g.single.1),
         ));
     }
     let met = gains.iter().filter(|g| g.points() >= 1.0).count();
+    let soft = gains
+        .iter()
+        .filter(|g| {
+            g.soft
+                .as_ref()
+                .is_some_and(|(_, a)| (a - g.single.1) * 100.0 >= 1.0)
+        })
+        .count();
     out.push_str(&format!(
-        "\n{met} of {} types gain at least 1.0 point.\n",
+        "\n{met} of {} types gain at least 1.0 point with a majority, {soft} with a soft vote.\n",
         gains.len()
     ));
     out
@@ -218,9 +295,18 @@ mod tests {
         let world = World::load(&zoo, "fashion").unwrap();
         let gains = gains(&world);
         assert_eq!(gains.len(), world.types.len());
+        assert!(
+            gains.iter().any(|g| g.soft.is_some()),
+            "no soft vote scored"
+        );
         for g in &gains {
             // The best single model is a candidate of the ensemble search: no negative gain.
             assert!(g.points() >= 0.0, "{g:?}");
+            // The committed zoo has its vectors: a soft vote of two or more members
+            // wherever two models fit.
+            if let Some((members, _)) = &g.soft {
+                assert!((2..=MAX_SIZE).contains(&members.len()), "{g:?}");
+            }
             assert!((2..=MAX_SIZE).contains(&g.ensemble.0.len()) || g.points() == 0.0);
         }
     }

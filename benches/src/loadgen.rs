@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use cocktail_common::auth::{self, Secret};
 use cocktail_common::{Input, TestSet, Zoo};
+use cocktail_policy::selection::{Constraint, Objective};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -41,6 +42,40 @@ pub struct LoadgenConfig {
     pub admin_token: Option<Secret>,
     /// Presented on every inference request, for a master with `--api-keys`.
     pub api_key: Option<Secret>,
+    /// A drift schedule's requests instead of the mix's (`cocktail loadgen --drift`).
+    pub drift: Option<Arc<DriftLoad>>,
+}
+
+/// A drift schedule's requests (issue 34): request `k` of the run asks for item
+/// `items[k]` of the inputs, under one constraint (the replay's,
+/// `DriftWorld::constraint`, with a finite latency), and its label comes back when
+/// `labelled[k]`: in the request when `delay` is zero (as the other modes send every
+/// label), else to `/v1/feedback` `delay` after the answer. The run ends with the
+/// items.
+#[derive(Debug, Clone)]
+pub struct DriftLoad {
+    pub name: String,
+    pub items: Vec<usize>,
+    pub labelled: Vec<bool>,
+    pub latency_ms: f64,
+    pub accuracy: f64,
+    pub objective: Objective,
+    pub delay: Duration,
+}
+
+impl DriftLoad {
+    /// Its one constraint type, for [`run`].
+    pub fn types(&self) -> Vec<ConstraintType> {
+        vec![ConstraintType {
+            name: self.name.clone(),
+            constraint: Constraint {
+                latency_ms: self.latency_ms,
+                accuracy: self.accuracy,
+                objective: self.objective,
+            },
+            model: 0,
+        }]
+    }
 }
 
 /// How long the load generator keeps an idle connection for reuse.
@@ -94,6 +129,8 @@ pub struct LoadReport {
     pub degraded: u64,
     /// The master's bill over the run (`GET /v1/cost`), when it manages instances.
     pub cost: Option<f64>,
+    /// Delayed labels (`--drift` with a delay) that `/v1/feedback` did not take.
+    pub feedback_refused: u64,
     pub types: Vec<TypeResult>,
     /// Where each answer's time went, for the simulator's `live_answers`.
     #[serde(skip)]
@@ -177,7 +214,15 @@ pub async fn run(
     };
 
     let scored = cocktail_policy::estimate::scored_items(inputs.len());
-    for at in Arrivals::new(&config.rates, config.seed) {
+    let feedback_url = format!("{}/v1/feedback", config.url);
+    // Feedback the master did not take; and a sender per feedback still to come, so
+    // that the run ends only once all of it is sent.
+    let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (pending, mut all_sent) = mpsc::channel::<()>(1);
+    for (k, at) in Arrivals::new(&config.rates, config.seed).enumerate() {
+        if config.drift.as_ref().is_some_and(|d| k >= d.items.len()) {
+            break;
+        }
         tokio::time::sleep_until(started + Duration::from_secs_f64(at)).await;
         if let Some(bar) = progress {
             bar.set_position(at as u64);
@@ -186,23 +231,41 @@ pub async fn run(
             dropped += 1;
             continue;
         };
-        let (kind, item) = workload::draw(&mut rng, &mix, scored.1);
-        let item = scored.0 + item;
+        // (constraint type, item, label in the request, label by feedback after).
+        let (kind, item, label_now, label_later) = match &config.drift {
+            Some(d) => {
+                let labelled = d.labelled.get(k).copied().unwrap_or(false);
+                let item = d.items.get(k).copied().unwrap_or(0);
+                let later = (labelled && !d.delay.is_zero()).then_some(d.delay);
+                (0, item, labelled && d.delay.is_zero(), later)
+            }
+            None => {
+                let (kind, item) = workload::draw(&mut rng, &mix, scored.1);
+                (kind, scored.0 + item, true, None)
+            }
+        };
         let (Some(t), Some(&label)) = (types.get(kind), labels.get(item)) else {
             continue;
         };
-        let body = json!({
+        let mut body = json!({
             "inputs": inputs.get(item),
             "parameters": {
                 "latency_ms": t.constraint.latency_ms,
                 "accuracy": t.constraint.accuracy,
-                "objective": "accuracy",
-                "label": label,
+                "objective": match t.constraint.objective {
+                    Objective::Accuracy => "accuracy",
+                    Objective::Latency => "latency",
+                },
             },
         });
+        if label_now {
+            body["parameters"]["label"] = json!(label);
+        }
         sent += 1;
         let (client, url, sender) = (client.clone(), infer_url.clone(), sender.clone());
         let api_key = config.api_key.clone();
+        let (feedback_url, refused, pending) =
+            (feedback_url.clone(), Arc::clone(&refused), pending.clone());
         tokio::spawn(async move {
             let start = Instant::now();
             let mut request = client.post(&url).json(&body);
@@ -222,6 +285,28 @@ pub async fn run(
                 Err(e) => (0, Value::Null, Some(cocktail_service::net::error_chain(&e))),
             };
             let latency = start.elapsed();
+            if let (Some(delay), Some(id)) = (label_later, value["id"].as_str()) {
+                let body = json!({ "id": id, "label": label });
+                let (client, api_key) = (client.clone(), api_key.clone());
+                let refused = Arc::clone(&refused);
+                let pending = pending.clone();
+                tokio::spawn(async move {
+                    let _pending = pending;
+                    tokio::time::sleep(delay).await;
+                    let mut request = client.post(&feedback_url).json(&body);
+                    if let Some(key) = &api_key {
+                        request = request.bearer_auth(key.expose());
+                    }
+                    if request
+                        .send()
+                        .await
+                        .and_then(|r| r.error_for_status())
+                        .is_err()
+                    {
+                        refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                });
+            }
             let parameters = &value["parameters"];
             let class = value["outputs"][0]["data"][0].as_u64();
             let _ = sender.send(Outcome {
@@ -239,16 +324,21 @@ pub async fn run(
     }
     drop(sender);
     let tally = collector.await?;
+    drop(pending);
+    // Closed once every feedback task has dropped its sender.
+    let _ = all_sent.recv().await;
     let duration = started.elapsed().as_secs_f64();
     let cost_after = cost(&client, &config.url, config.admin_token.as_ref()).await;
-    Ok(tally.report(
+    let mut report = tally.report(
         config,
         types,
         sent,
         dropped,
         duration,
         cost_before.zip(cost_after).map(|(a, b)| b - a),
-    ))
+    );
+    report.feedback_refused = refused.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(report)
 }
 
 /// Accumulates outcomes in the order they complete.
@@ -350,6 +440,7 @@ impl Tally {
             models_per_request: self.models as f64 / self.answered.max(1) as f64,
             degraded: self.degraded,
             cost,
+            feedback_refused: 0,
             types: types
                 .iter()
                 .zip(&self.per_type)
@@ -432,6 +523,7 @@ impl LoadgenConfig {
             timeout: Duration::from_secs(10),
             admin_token: auth::admin_token_for_tools(),
             api_key: None,
+            drift: None,
         }
     }
 }
@@ -462,7 +554,12 @@ pub async fn types_from_master(
     config: &LoadgenConfig,
     latency_scale: f64,
 ) -> anyhow::Result<Vec<ConstraintType>> {
-    let tables = cocktail_master::serving::tasks::from_zoo(zoo, 1.0, latency_scale);
+    let tables = cocktail_master::serving::tasks::from_zoo(
+        zoo,
+        1.0,
+        latency_scale,
+        cocktail_policy::estimate::Rule::Majority,
+    );
     let table = tables
         .get(&config.task)
         .with_context(|| format!("the zoo has no task `{}`", config.task))?;
@@ -533,7 +630,12 @@ const PROBE_ACCURACY: f64 = 0.5;
 /// The constraint types for a task of the zoo, as the simulator uses them, for models
 /// `latency_scale` times slower than profiled (a master emulating slower types).
 pub fn types_for(zoo: &Zoo, task: &str, latency_scale: f64) -> anyhow::Result<Vec<ConstraintType>> {
-    let tables = cocktail_master::serving::tasks::from_zoo(zoo, 1.0, latency_scale);
+    let tables = cocktail_master::serving::tasks::from_zoo(
+        zoo,
+        1.0,
+        latency_scale,
+        cocktail_policy::estimate::Rule::Majority,
+    );
     let table = tables
         .get(task)
         .with_context(|| format!("the zoo has no task `{task}`"))?;

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use cocktail_benches::loadgen::{self, LoadgenConfig};
+use cocktail_benches::loadgen::{self, DriftLoad, LoadgenConfig};
+use cocktail_benches::sim::World;
+use cocktail_benches::sim::drift::DriftWorld;
+use cocktail_benches::workload::drift;
 use cocktail_common::Zoo;
 use cocktail_common::auth::{self, API_KEY_ENV};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -33,14 +36,85 @@ pub struct LoadgenArgs {
     /// Also write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Send a drift schedule's requests instead of the trace's (issue 34): the items
+    /// `cocktail sim --drift` replays for the same --seed, at the schedule's rate, under
+    /// its one accuracy target (with --drift-latency-ms), on its task (--task, --rate and
+    /// the mix are ignored). Schedules that draw corrupted copies are replayed only.
+    #[arg(
+        long,
+        value_parser = clap::builder::PossibleValuesParser::new(drift::ALL.map(|s| s.name))
+    )]
+    pub drift: Option<String>,
+    /// With --drift: the share of requests whose label comes back (0 to 1).
+    #[arg(long, default_value_t = 1.0)]
+    pub labels: f64,
+    /// With --drift: seconds from an answer to its label, sent to `/v1/feedback` (0: in
+    /// the request, as without --drift).
+    #[arg(long, default_value_t = 0.0)]
+    pub label_delay_s: f64,
+    /// With --drift: the requests' latency target (ms); the schedules ask for accuracy
+    /// at any latency, so it is generous.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub drift_latency_ms: f64,
+}
+
+/// `--drift`'s requests, their task and their rates.
+fn drift_load(
+    zoo: &Zoo,
+    name: &str,
+    args: &LoadgenArgs,
+) -> anyhow::Result<(DriftLoad, String, Vec<f64>)> {
+    let schedule =
+        drift::named(name).with_context(|| format!("`--drift`: no schedule `{name}`"))?;
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&args.labels),
+        "`--labels` must be between 0 and 1, not {}",
+        args.labels
+    );
+    let delay = Duration::try_from_secs_f64(args.label_delay_s).map_err(|_| {
+        anyhow::anyhow!(
+            "`--label-delay-s` must be a number of seconds of at least 0, not {}",
+            args.label_delay_s
+        )
+    })?;
+    anyhow::ensure!(
+        args.drift_latency_ms > 0.0 && args.drift_latency_ms.is_finite(),
+        "`--drift-latency-ms` must be above 0, not {}",
+        args.drift_latency_ms
+    );
+    anyhow::ensure!(
+        !matches!(schedule.group_by, drift::GroupBy::Shifted(_)),
+        "`--drift {name}` draws corrupted copies of the test set, which the live load generator does not send; `cocktail sim --drift {name}` replays it"
+    );
+    let world = World::load(zoo, schedule.task)?;
+    let bound = DriftWorld::new(zoo, &world, schedule)?;
+    let (items, labelled) = bound.requests(args.trace.seed, args.labels);
+    let seconds = (items.len() as f64 / schedule.rate).ceil() as usize + 1;
+    let load = DriftLoad {
+        name: schedule.name.to_owned(),
+        items,
+        labelled,
+        latency_ms: args.drift_latency_ms,
+        accuracy: schedule.target,
+        objective: bound.constraint().objective,
+        delay,
+    };
+    Ok((load, schedule.task.to_owned(), vec![schedule.rate; seconds]))
 }
 
 pub fn run(zoo_path: Option<&Path>, args: &LoadgenArgs) -> anyhow::Result<()> {
     let zoo = Zoo::load(Zoo::locate(zoo_path)?)?;
+    let (drift, task, rates) = match &args.drift {
+        Some(name) => {
+            let (load, task, rates) = drift_load(&zoo, name, args)?;
+            (Some(Arc::new(load)), task, rates)
+        }
+        None => (None, args.trace.task.clone(), args.trace.rates()?),
+    };
     let config = LoadgenConfig {
         url: args.url.trim_end_matches('/').to_owned(),
-        task: args.trace.task.clone(),
-        rates: args.trace.rates()?,
+        task,
+        rates,
         mix: args.trace.mix,
         seed: args.trace.seed,
         grace_ms: args.grace_ms,
@@ -48,6 +122,7 @@ pub fn run(zoo_path: Option<&Path>, args: &LoadgenArgs) -> anyhow::Result<()> {
         timeout: Duration::from_millis(args.timeout_ms),
         admin_token: auth::admin_token_for_tools(),
         api_key: auth::from_env_or_file(API_KEY_ENV, None)?,
+        drift,
     };
     let (inputs, labels) = loadgen::inputs(&zoo, &config.task)?;
     let bar = ProgressBar::new(config.rates.len() as u64).with_style(
@@ -59,8 +134,12 @@ pub fn run(zoo_path: Option<&Path>, args: &LoadgenArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?
         .block_on(async {
-            let types =
-                loadgen::types_from_master(&zoo, &config, args.trace.latency_scale()?).await?;
+            let types = match &config.drift {
+                Some(d) => d.types(),
+                None => {
+                    loadgen::types_from_master(&zoo, &config, args.trace.latency_scale()?).await?
+                }
+            };
             loadgen::run(
                 &config,
                 &types,

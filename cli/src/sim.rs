@@ -127,9 +127,9 @@ pub struct SimArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Replay a drift schedule instead of a trace: every selection scheme (InFaaS,
-    /// always-best, plain re-selection, Cocktail's tracking, the oracle) under every
-    /// label setting, on the schedule's task (the trace flags other than --seed are
-    /// ignored).
+    /// always-best, Clipper, Cocktail's O1/O2, measured selection, plain re-selection,
+    /// Cocktail's tracking by majority and soft vote, the oracle) under every label
+    /// setting, on the schedule's task (the trace flags other than --seed are ignored).
     #[arg(
         long,
         value_parser = clap::builder::PossibleValuesParser::new(drift::ALL.map(|s| s.name))

@@ -28,7 +28,12 @@ pub static ZOO: LazyLock<Zoo> = LazyLock::new(|| {
 
 /// The master's task tables, as `Master::new` builds them.
 pub static TASKS: LazyLock<BTreeMap<String, Arc<TaskTable>>> = LazyLock::new(|| {
-    tasks::from_zoo(&ZOO, MasterConfig::default().weight_prior, 1.0)
+    tasks::from_zoo(
+        &ZOO,
+        MasterConfig::default().weight_prior,
+        1.0,
+        MasterConfig::default().scheme.rule(),
+    )
         .into_iter()
         .map(|(name, table)| (name, Arc::new(table)))
         .collect()

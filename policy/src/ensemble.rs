@@ -409,6 +409,7 @@ mod tests {
                 Some(u16::from(i % 10 == 1)),
                 Some(u16::from(i % 10 == 1)),
             ],
+            probabilities: Vec::new(),
         };
         for i in 0..measured::MIN_ITEMS - 1 {
             e.remember(item(i));

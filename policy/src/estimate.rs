@@ -31,11 +31,48 @@ pub fn majority_accuracy(accuracies: &[f64]) -> f64 {
 }
 
 /// Every model's recorded answers on its task's test set (`models/predictions/`), in the
-/// task's model order: `None` for a model without them.
+/// task's model order: `None` for a model without them. With [`Recorded::soft`], also
+/// their probability vectors, and its estimates ([`Recorded::vote`]) count soft votes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Recorded {
     answers: Vec<Option<Vec<u16>>>,
     labels: Vec<u16>,
+    soft: Option<Vectors>,
+}
+
+/// Each model's probability vectors on the recorded items, `classes` per item.
+#[derive(Debug, Clone, PartialEq)]
+struct Vectors {
+    classes: usize,
+    values: Vec<Option<Vec<f32>>>,
+}
+
+impl Vectors {
+    fn pick(&self, items: &[usize]) -> Self {
+        let c = self.classes;
+        Self {
+            classes: c,
+            values: self
+                .values
+                .iter()
+                .map(|v| {
+                    v.as_ref().map(|v| {
+                        items
+                            .iter()
+                            .flat_map(|&i| v[i * c..(i + 1) * c].iter().copied())
+                            .collect()
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    fn row(&self, model: usize, item: usize) -> Option<&[f32]> {
+        self.values
+            .get(model)?
+            .as_deref()?
+            .get(item * self.classes..(item + 1) * self.classes)
+    }
 }
 
 impl Recorded {
@@ -46,7 +83,67 @@ impl Recorded {
             .into_iter()
             .map(|a| a.filter(|a| a.len() == labels.len()))
             .collect();
-        Self { answers, labels }
+        Self {
+            answers,
+            labels,
+            soft: None,
+        }
+    }
+
+    /// The same answers with each model's probability vectors (`values[model]`, `classes`
+    /// per item, row-major; a model whose vectors do not cover every item is treated as
+    /// without them): [`Recorded::vote`] then counts soft votes, as the master votes
+    /// with its `average` scheme.
+    pub fn soft(self, classes: usize, values: Vec<Option<Vec<f32>>>) -> Self {
+        let items = self.labels.len();
+        let values = values
+            .into_iter()
+            .map(|v| v.filter(|v| classes > 0 && v.len() == items * classes))
+            .collect();
+        Self {
+            soft: Some(Vectors { classes, values }),
+            ..self
+        }
+    }
+
+    /// The rule [`Recorded::vote`] counts.
+    pub fn rule(&self) -> Rule {
+        if self.soft.is_some() {
+            Rule::Soft
+        } else {
+            Rule::Majority
+        }
+    }
+
+    /// The share of recorded items on which the vote of `members` is right, under
+    /// [`Recorded::rule`]: [`Recorded::majority`], or the soft vote of their vectors
+    /// ([`soft_vote`]). `None` without items, or when a member has no recorded answers
+    /// (or vectors).
+    pub fn vote(&self, members: &[usize], accuracy: &[f64]) -> Option<f64> {
+        let Some(soft) = &self.soft else {
+            return self.majority(members, accuracy);
+        };
+        if self.labels.is_empty() || members.is_empty() {
+            return None;
+        }
+        let ballots: Vec<(&[u16], usize, f64)> = members
+            .iter()
+            .map(|&m| {
+                soft.values.get(m)?.as_ref()?;
+                let a = self.answers.get(m)?.as_deref()?;
+                Some((a, m, accuracy.get(m).copied().unwrap_or(0.0)))
+            })
+            .collect::<Option<_>>()?;
+        let mut sums = Vec::new();
+        let right = (0..self.labels.len())
+            .filter(|&item| {
+                let votes = ballots
+                    .iter()
+                    .filter_map(|&(a, m, acc)| Some((soft.row(m, item)?, *a.get(item)?, acc)));
+                soft_vote(votes, &mut sums) == Some(usize::from(self.labels[item]))
+            })
+            .count();
+        Some(right as f64 / self.labels.len() as f64)
     }
 
     /// The answers selection estimates on: the items before [`scored_items`], so that the
@@ -65,6 +162,10 @@ impl Recorded {
                 .iter()
                 .map(|a| a.as_ref().map(|a| a[range.clone()].to_vec()))
                 .collect(),
+            soft: self
+                .soft
+                .as_ref()
+                .map(|s| s.pick(&range.clone().collect::<Vec<_>>())),
             labels: self.labels[range].to_vec(),
         }
     }
@@ -83,6 +184,7 @@ impl Recorded {
                 .iter()
                 .map(|a| a.as_ref().map(|a| items.iter().map(|&i| a[i]).collect()))
                 .collect(),
+            soft: self.soft.as_ref().map(|s| s.pick(&items)),
             labels: items.iter().map(|&i| self.labels[i]).collect(),
         }
     }
@@ -189,10 +291,100 @@ pub fn majority_vote<C: Copy + Ord>(
         .map(|t| t.0)
 }
 
+/// How a vote combines its members' answers, as selection scores a choice with the rule
+/// it is voted with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Rule {
+    /// One vote per member ([`majority_vote`]).
+    #[default]
+    Majority,
+    /// The highest mean probability ([`soft_vote`]; the master's `average` scheme).
+    Soft,
+}
+
+/// The class with the highest mean probability over the members' ballots (each its
+/// probability vector, all of one length, the class it answered and its accuracy), or
+/// `None` without a ballot. An exact tie (vectors are recorded to 4 places) goes to the
+/// class of the most accurate voter that answered one of the tied classes (the live
+/// [`crate::voting::vote`] looks at the voters' class weights first), then to the lowest
+/// class id: a vote of one is always the member's own answer. `sums` is scratch space, reused across calls.
+pub fn soft_vote<'a>(
+    ballots: impl IntoIterator<Item = (&'a [f32], u16, f64)>,
+    sums: &mut Vec<(f64, f64)>,
+) -> Option<usize> {
+    sums.clear();
+    for (row, class, accuracy) in ballots {
+        if sums.is_empty() {
+            sums.resize(row.len(), (0.0, f64::NEG_INFINITY));
+        }
+        for (s, &p) in sums.iter_mut().zip(row) {
+            s.0 += f64::from(p);
+        }
+        if let Some(s) = sums.get_mut(usize::from(class)) {
+            s.1 = s.1.max(accuracy);
+        }
+    }
+    // The first class with the highest (sum, best voter).
+    let mut best: Option<(usize, (f64, f64))> = None;
+    for (class, &s) in sums.iter().enumerate() {
+        if best.is_none_or(|(_, b)| s.0 > b.0 || (s.0 == b.0 && s.1 > b.1)) {
+            best = Some((class, s));
+        }
+    }
+    best.map(|(class, _)| class)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use statrs::distribution::{Binomial, DiscreteCDF};
+
+    #[test]
+    fn a_soft_vote_takes_the_highest_mean_probability_where_the_majority_takes_the_most_votes() {
+        let ballots: [(&[f32], u16, f64); 3] = [
+            (&[0.45, 0.55], 1, 0.9),
+            (&[0.4, 0.6], 1, 0.9),
+            (&[0.95, 0.05], 0, 0.9),
+        ];
+        let mut sums = Vec::new();
+        assert_eq!(soft_vote(ballots, &mut sums), Some(0));
+        let votes = ballots.map(|(_, class, accuracy)| (class, accuracy));
+        assert_eq!(majority_vote(votes, &mut Vec::new()), Some(1));
+        // A tie goes to the most accurate voter's class: one voter is its own answer.
+        assert_eq!(
+            soft_vote([(&[0.5_f32, 0.5][..], 1, 0.9)], &mut sums),
+            Some(1)
+        );
+        let tied: [(&[f32], u16, f64); 2] = [(&[0.6, 0.4], 0, 0.8), (&[0.4, 0.6], 1, 0.9)];
+        assert_eq!(soft_vote(tied, &mut sums), Some(1));
+        assert_eq!(soft_vote(std::iter::empty(), &mut sums), None);
+    }
+
+    #[test]
+    fn soft_recorded_answers_estimate_the_soft_vote_on_the_items_kept() {
+        // Item 0: models 0 and 1 say class 1 unsure, model 2 class 0 sure (label 0);
+        // item 1: all say class 1 (label 1).
+        let answers = vec![Some(vec![1, 1]), Some(vec![1, 1]), Some(vec![0, 1])];
+        let vectors = vec![
+            Some(vec![0.45, 0.55, 0.1, 0.9]),
+            Some(vec![0.4, 0.6, 0.2, 0.8]),
+            Some(vec![0.95, 0.05, 0.3, 0.7]),
+        ];
+        let accuracy = [0.8, 0.8, 0.8];
+        let plain = Recorded::new(answers, vec![0, 1]);
+        assert_eq!(plain.rule(), Rule::Majority);
+        assert_eq!(plain.vote(&[0, 1, 2], &accuracy), Some(0.5));
+        let soft = plain.clone().soft(2, vectors);
+        assert_eq!(soft.rule(), Rule::Soft);
+        assert_eq!(soft.vote(&[0, 1, 2], &accuracy), Some(1.0));
+        assert_eq!(soft.majority(&[0, 1, 2], &accuracy), Some(0.5));
+        assert_eq!(soft.slice(0..1).vote(&[0, 1, 2], &accuracy), Some(1.0));
+        assert_eq!(soft.select(&[1]).vote(&[0, 1], &accuracy), Some(1.0));
+        assert_eq!(soft.select(&[0]).vote(&[0, 1], &accuracy), Some(0.0));
+        // A model whose vectors do not cover the items counts as without them.
+        let short = plain.soft(2, vec![Some(vec![0.5, 0.5]), None, None]);
+        assert_eq!(short.vote(&[0], &accuracy), None);
+    }
 
     #[test]
     fn select_keeps_the_items_asked_for_in_their_order() {

@@ -31,11 +31,13 @@ pub const MIN_ITEMS: usize = 100;
 pub const MAX_MEMBERS: usize = 7;
 
 /// One labelled item: its label and each model's answer (by the task's model index;
-/// `None`: not asked, or no answer).
+/// `None`: not asked, or no answer), with its probability vector where it is known
+/// (`probabilities[model]`, empty when none is: soft votes cannot be scored on the item).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Labelled {
     pub label: u16,
     pub answers: Vec<Option<u16>>,
+    pub probabilities: Vec<Option<Vec<f32>>>,
 }
 
 /// The latest labelled items of one constraint, oldest first.
@@ -188,6 +190,7 @@ mod tests {
                         Some(if w.contains(&i) { miss } else { 0 })
                     })
                     .collect(),
+                probabilities: Vec::new(),
             });
         }
         b
@@ -247,6 +250,7 @@ mod tests {
             full.push(Labelled {
                 label: 0,
                 answers: vec![Some(0)],
+                probabilities: Vec::new(),
             });
         }
         assert_eq!(full.len(), CAPACITY, "bounded");

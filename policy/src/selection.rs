@@ -219,13 +219,15 @@ fn by_latency(models: &[Candidate], a: usize, b: usize) -> std::cmp::Ordering {
         .then(a.cmp(&b))
 }
 
-/// The estimated majority accuracy of `members`: counted on the recorded test-set
-/// answers when every member has them (correlated errors count), else the
-/// Poisson-binomial estimate from the members' accuracies (independent errors).
+/// The estimated accuracy of the vote of `members`: counted on the recorded test-set
+/// answers when every member has them (correlated errors count), with the rule the
+/// recorded answers are set to ([`Recorded::vote`]: a plain majority, or soft), else the
+/// Poisson-binomial estimate of a majority from the members' accuracies (independent
+/// errors).
 pub fn estimate(models: &[Candidate], members: &[usize], recorded: Option<&Recorded>) -> f64 {
     let accuracy: Vec<f64> = models.iter().map(|m| m.accuracy).collect();
     recorded
-        .and_then(|r| r.majority(members, &accuracy))
+        .and_then(|r| r.vote(members, &accuracy))
         .unwrap_or_else(|| {
             let of_members: Vec<f64> = members
                 .iter()

@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 
-use crate::estimate::{combinations, majority_vote};
+use crate::estimate::{Rule, combinations, majority_vote, soft_vote};
 use crate::measured::Labelled;
 use crate::selection::{self, Candidate, Constraint};
 
@@ -50,6 +50,8 @@ pub struct TrackingConfig {
     /// it is within this many standard errors of the most accurate on the window;
     /// `None`: the most accurate on the window.
     pub prefer_profile_z: Option<f64>,
+    /// The rule its votes are voted with, and so scored with.
+    pub rule: Rule,
 }
 
 impl TrackingConfig {
@@ -72,6 +74,7 @@ impl TrackingConfig {
             min_items: 30,
             max_members: 5,
             prefer_profile_z: Some(1.0),
+            rule: Rule::Majority,
         }
     }
 
@@ -88,6 +91,7 @@ impl TrackingConfig {
             min_items: 1,
             max_members: 5,
             prefer_profile_z: None,
+            rule: Rule::Majority,
         }
     }
 }
@@ -187,7 +191,12 @@ impl Tracker {
             return false;
         }
         let latest = self.items.iter().skip(self.items.len() - recent);
-        let Some(accuracy) = vote_accuracy(latest.map(|(_, i)| i), &self.members, models) else {
+        let Some(accuracy) = vote_accuracy(
+            latest.map(|(_, i)| i),
+            &self.members,
+            models,
+            self.config.rule,
+        ) else {
             return false;
         };
         accuracy < target - self.config.shift_z * standard_error(target, recent)
@@ -213,9 +222,12 @@ impl Tracker {
         let mut cheapest_meeting: Option<(Vec<usize>, f64)> = None;
         for size in (1..=self.config.max_members.min(pool.len())).step_by(2) {
             for members in combinations(&pool, size) {
-                let Some(accuracy) =
-                    vote_accuracy(self.items.iter().map(|(_, i)| i), &members, models)
-                else {
+                let Some(accuracy) = vote_accuracy(
+                    self.items.iter().map(|(_, i)| i),
+                    &members,
+                    models,
+                    self.config.rule,
+                ) else {
                     continue;
                 };
                 let c = cost(&members);
@@ -242,8 +254,13 @@ impl Tracker {
             (self.config.prefer_profile_z, by_profile, &best)
         {
             let within = top - z * standard_error(*top, self.items.len());
-            if vote_accuracy(self.items.iter().map(|(_, i)| i), &[m], models)
-                .is_some_and(|a| a >= within)
+            if vote_accuracy(
+                self.items.iter().map(|(_, i)| i),
+                &[m],
+                models,
+                self.config.rule,
+            )
+            .is_some_and(|a| a >= within)
             {
                 return vec![m];
             }
@@ -257,29 +274,53 @@ fn standard_error(p: f64, n: usize) -> f64 {
     (p * (1.0 - p) / n.max(1) as f64).sqrt()
 }
 
-/// The share of `items` on which the plain majority of `members` (ties to the voter most
-/// accurate by profile) is right, among those every member answered; `None` if none.
+/// The share of `items` on which the vote of `members` under `rule` is right (a plain
+/// majority breaks ties to the voter most accurate by profile), among those every member
+/// answered (with its probability vector, for a soft vote); `None` if none.
 pub fn vote_accuracy<'a>(
     items: impl Iterator<Item = &'a Labelled>,
     members: &[usize],
     models: &[Candidate],
+    rule: Rule,
 ) -> Option<f64> {
+    if members.is_empty() {
+        return None;
+    }
     let mut tally = Vec::with_capacity(members.len());
     let mut votes = Vec::with_capacity(members.len());
+    let mut sums = Vec::new();
+    let mut ballots: Vec<(&[f32], u16, f64)> = Vec::with_capacity(members.len());
     let (mut counted, mut right) = (0_usize, 0_usize);
     for item in items {
-        votes.clear();
-        for &m in members {
-            let Some(class) = item.answers.get(m).copied().flatten() else {
-                break;
-            };
-            votes.push((class, models.get(m).map_or(0.0, |c| c.accuracy)));
-        }
-        if votes.len() < members.len() || members.is_empty() {
+        let answered = match rule {
+            Rule::Majority => {
+                votes.clear();
+                votes.extend(members.iter().map_while(|&m| {
+                    let class = item.answers.get(m).copied().flatten()?;
+                    Some((class, models.get(m).map_or(0.0, |c| c.accuracy)))
+                }));
+                (votes.len() == members.len())
+                    .then(|| majority_vote(votes.iter().copied(), &mut tally))
+                    .flatten()
+            }
+            Rule::Soft => {
+                ballots.clear();
+                ballots.extend(members.iter().map_while(|&m| {
+                    let row = item.probabilities.get(m)?.as_deref()?;
+                    let class = item.answers.get(m).copied().flatten()?;
+                    Some((row, class, models.get(m).map_or(0.0, |c| c.accuracy)))
+                }));
+                (ballots.len() == members.len())
+                    .then(|| soft_vote(ballots.iter().copied(), &mut sums))
+                    .flatten()
+                    .and_then(|c| u16::try_from(c).ok())
+            }
+        };
+        let Some(class) = answered else {
             continue;
-        }
+        };
         counted += 1;
-        right += usize::from(majority_vote(votes.iter().copied(), &mut tally) == Some(item.label));
+        right += usize::from(class == item.label);
     }
     (counted > 0).then(|| right as f64 / counted as f64)
 }
@@ -313,6 +354,7 @@ mod tests {
         Labelled {
             label: 1,
             answers: right.iter().map(|r| Some(u16::from(r(k)))).collect(),
+            probabilities: Vec::new(),
         }
     }
 
@@ -338,6 +380,67 @@ mod tests {
     // models right 60 % (and never together on the items they miss), the slow one 90 %.
     const EASY: [fn(usize) -> bool; 3] = [|k| k % 20 != 0, |k| k % 20 != 1, |k| k % 10 != 0];
     const HARD: [fn(usize) -> bool; 3] = [|k| k % 5 < 3, |k| k % 5 > 1, |k| k % 10 != 0];
+
+    #[test]
+    fn a_soft_tracker_scores_its_choices_by_the_vote_it_votes_with() {
+        // On every item one model is right and sure (0.95), the other two wrong and
+        // unsure (0.55 on class 0): each alone is right on a third of the items, the
+        // majority of three on none, their mean probability on all.
+        let item = |k: usize| {
+            let sure = k % 3;
+            let p = |m: usize| {
+                if m == sure {
+                    vec![0.05, 0.95]
+                } else {
+                    vec![0.55, 0.45]
+                }
+            };
+            Labelled {
+                label: 1,
+                answers: (0..3).map(|m| Some(u16::from(m == sure))).collect(),
+                probabilities: (0..3).map(|m| Some(p(m))).collect(),
+            }
+        };
+        // One interval of plain re-selection (100 requests) and a few more.
+        let items: Vec<Labelled> = (0..120).map(item).collect();
+        let models = models();
+        let all = [0, 1, 2];
+        assert_eq!(
+            vote_accuracy(items.iter(), &all, &models, Rule::Majority),
+            Some(0.0)
+        );
+        assert_eq!(
+            vote_accuracy(items.iter(), &all, &models, Rule::Soft),
+            Some(1.0)
+        );
+        assert!(
+            (vote_accuracy(items.iter(), &[2], &models, Rule::Soft).unwrap() - 1.0 / 3.0).abs()
+                < 1e-9
+        );
+        // Nothing meets the target by majority: plain serves the most accurate choice on
+        // the window, a tie to the cheapest.
+        for (rule, chosen) in [(Rule::Soft, vec![0, 1, 2]), (Rule::Majority, vec![0])] {
+            let config = TrackingConfig {
+                rule,
+                ..TrackingConfig::plain()
+            };
+            let mut tracker = Tracker::new(config, vec![2]);
+            for (k, i) in items.iter().enumerate() {
+                tracker.label(k as u64 + 1, i.clone());
+                tracker.served(&models, &constraint());
+            }
+            assert_eq!(tracker.members(), chosen, "{rule:?}");
+        }
+        // Without vectors a soft vote scores nothing.
+        let bare = Labelled {
+            probabilities: Vec::new(),
+            ..item(0)
+        };
+        assert_eq!(
+            vote_accuracy([bare].iter(), &all, &models, Rule::Soft),
+            None
+        );
+    }
 
     #[test]
     fn brings_in_the_slow_model_when_the_cheap_ones_fall_short_and_lets_it_go() {

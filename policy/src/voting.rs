@@ -29,6 +29,17 @@ pub enum Scheme {
     Average,
 }
 
+impl Scheme {
+    /// The rule selection estimates a vote of this scheme with: `Average` is a soft vote;
+    /// `Weighted` is estimated as the plain majority its weights refine.
+    pub fn rule(self) -> crate::estimate::Rule {
+        match self {
+            Self::Average => crate::estimate::Rule::Soft,
+            Self::Weighted | Self::Majority => crate::estimate::Rule::Majority,
+        }
+    }
+}
+
 /// One member's answer.
 #[derive(Debug, Clone, Copy)]
 pub struct Ballot<'a> {

@@ -100,3 +100,29 @@ pub async fn open_loop(
     }
     replies
 }
+
+/// What a live run and the simulation of the same requests must agree on (issues 14
+/// and 34): nothing failed or dropped, the same `requests`, accuracy met within 3 points
+/// (a threshold on a window whose accuracy sits near the target: a few answers completing
+/// in another order move it by a point or two) and models per request within 10 %.
+pub fn assert_agrees(
+    live: &cocktail_benches::loadgen::LoadReport,
+    requests: u64,
+    accuracy_met: f64,
+    models_per_request: f64,
+) {
+    assert_eq!(live.errors.values().sum::<u64>(), 0, "{live:?}");
+    assert_eq!(live.dropped, 0);
+    assert_eq!(live.sent, requests, "the same requests");
+    assert!(
+        (live.accuracy_met - accuracy_met).abs() <= 0.03,
+        "accuracy met: live {} vs simulated {accuracy_met}",
+        live.accuracy_met
+    );
+    let ratio = live.models_per_request / models_per_request;
+    assert!(
+        (0.9..=1.1).contains(&ratio),
+        "models per request: live {} vs simulated {models_per_request}",
+        live.models_per_request
+    );
+}

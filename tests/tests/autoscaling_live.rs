@@ -129,6 +129,7 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
         timeout: Duration::from_secs(30),
         admin_token: None,
         api_key: None,
+        drift: None,
     };
     let load = tokio::spawn(async move {
         loadgen::run(&config, &types, Arc::new(inputs), Arc::new(labels), None).await

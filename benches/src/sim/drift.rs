@@ -3,26 +3,30 @@
 //! with labels that come back for a share of the requests after a delay (issue 34).
 //!
 //! What it models: one constraint (an accuracy target, a latency every model meets), the
-//! scheme's choice of members per request, their plain-majority vote, the §6.1 window of
+//! scheme's choice of members per request, their vote (a plain majority, or the mean of
+//! their probability vectors for the soft scheme), the §6.1 window of
 //! 200 answers for "accuracy met", and feedback. What it leaves out: instances, queueing
 //! and prices (the trace simulator, [`super::run`], has those); cost here is the
-//! members' summed profiled inference time per request. The tracking schemes need every
-//! candidate's answer on a labelled request (the master's shadow calls): that inference
-//! is reported apart, as `shadow`, and not in `models/request`.
+//! members' summed profiled inference time per request. The tracking schemes and
+//! measured selection need every candidate's answer on a labelled request (the master's
+//! shadow calls): that inference is reported apart, as `shadow`, and not in
+//! `models/request`. What each learning scheme keeps between requests is in
+//! [`super::learner`].
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use anyhow::Context as _;
 use cocktail_common::{Predictions, Zoo};
-use cocktail_policy::estimate::combinations;
-use cocktail_policy::selection::{self, Constraint, Objective};
+use cocktail_policy::estimate::{Rule, combinations, majority_vote};
+use cocktail_policy::selection::{self, Constraint, Objective, SelectionConfig};
 use cocktail_policy::tracking::{Tracker, TrackingConfig};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use super::World;
+use super::learner::{Learner, Pending};
 use super::result::Outcomes;
 use super::schemes::infaas_choice;
 use crate::workload::drift::{self as workload, Drift, GroupBy, Schedule};
@@ -43,12 +47,26 @@ pub enum DriftScheme {
     /// Always the most accurate model by profile.
     #[value(name = "always-best")]
     AlwaysBest,
+    /// Every model, their probabilities averaged (Clipper's default ensemble).
+    #[value(name = "Clipper")]
+    Clipper,
+    /// The paper's O1, then O2 on the window every 100 requests (Cocktail §4.1), as the
+    /// live master runs it by default.
+    #[value(name = "Cocktail-O2")]
+    CocktailO2,
+    /// Measured selection (`policy::measured`, `--selection measured`) every 100 requests.
+    #[value(name = "Cocktail-M")]
+    CocktailM,
     /// Re-selection every 100 requests on the last 200 labels, no more.
     #[value(name = "plain")]
     Plain,
     /// `policy::tracking` with Cocktail's settings.
     #[value(name = "Cocktail")]
     Cocktail,
+    /// The same, voting and scoring its choices by the mean of the members' probability
+    /// vectors (soft voting).
+    #[value(name = "Cocktail-soft")]
+    CocktailSoft,
     /// Knows each phase and serves its cheapest single model or vote that meets the
     /// target on the phase's scored items.
     #[value(name = "oracle")]
@@ -56,11 +74,15 @@ pub enum DriftScheme {
 }
 
 impl DriftScheme {
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 9] = [
         Self::Infaas,
         Self::AlwaysBest,
+        Self::Clipper,
+        Self::CocktailO2,
+        Self::CocktailM,
         Self::Plain,
         Self::Cocktail,
+        Self::CocktailSoft,
         Self::Oracle,
     ];
 
@@ -68,10 +90,30 @@ impl DriftScheme {
         match self {
             Self::Infaas => "InFaaS",
             Self::AlwaysBest => "always-best",
+            Self::Clipper => "Clipper (every model, averaged)",
+            Self::CocktailO2 => "Cocktail (O1/O2)",
+            Self::CocktailM => "Cocktail-M (measured)",
             Self::Plain => "plain re-selection",
             Self::Cocktail => "Cocktail (tracking)",
+            Self::CocktailSoft => "Cocktail (tracking, soft)",
             Self::Oracle => "oracle",
         }
+    }
+
+    /// The rule its votes are voted with.
+    pub fn rule(self) -> Rule {
+        match self {
+            Self::CocktailSoft | Self::Clipper => Rule::Soft,
+            _ => Rule::Majority,
+        }
+    }
+
+    /// Whether it learns from labels (and so runs once per label setting).
+    pub fn learns(self) -> bool {
+        matches!(
+            self,
+            Self::Plain | Self::Cocktail | Self::CocktailSoft | Self::CocktailO2 | Self::CocktailM
+        )
     }
 }
 
@@ -201,7 +243,11 @@ impl<'a> DriftWorld<'a> {
                     let path = format!("{folder}/{group}.tsv.gz");
                     let answers = Predictions::load(&zoo.resolve(&path))
                         .map_err(anyhow::Error::from)
-                        .and_then(|p| shifted.append(&p))
+                        .and_then(|p| {
+                            let vectors =
+                                super::world::load_probabilities(zoo, &path, &shifted.models, p.len())?;
+                            shifted.append(&p, vectors.as_ref())
+                        })
                         .with_context(|| {
                             format!(
                                 "schedule `{}`: the recorded answers on `{group}` (`{path}` in the zoo; models/build-zoo.sh records them)",
@@ -269,12 +315,32 @@ impl<'a> DriftWorld<'a> {
         })
     }
 
-    /// The schedule's one constraint: its target, any model's latency.
+    /// The requests every scheme sees for `seed`: each one's test item, and whether its
+    /// label comes back when a share `fraction` of the requests is labelled
+    /// (`cocktail loadgen --drift` sends the same requests).
+    pub fn requests(&self, seed: u64, fraction: f64) -> (Vec<usize>, Vec<bool>) {
+        let mut draws = SmallRng::seed_from_u64(seed);
+        let mut labels = SmallRng::seed_from_u64(seed ^ 0x1ABE1);
+        (0..self.drift.schedule.requests())
+            .map(|k| {
+                let item = self.drift.draw(&mut draws, k);
+                // Drawn for every request, so that every fraction sees the same draws.
+                (item, labels.random::<f64>() < fraction)
+            })
+            .unzip()
+    }
+
+    /// The schedule's one constraint: its target at any model's latency, served by the
+    /// fewest and fastest models that meet it (objective latency), as InFaaS and the
+    /// oracle serve it: O1 starts from the cheapest model whose profile meets the
+    /// target, not from the most accurate, and it is for the rest of the selection to
+    /// add what the traffic needs. (Until the O1/O2 and measured schemes joined the page
+    /// the objective was accuracy, which only set the trackers' first choice.)
     pub fn constraint(&self) -> Constraint {
         Constraint {
             latency_ms: f64::INFINITY,
             accuracy: self.drift.schedule.target,
-            objective: Objective::Accuracy,
+            objective: Objective::Latency,
         }
     }
 
@@ -291,6 +357,7 @@ impl<'a> DriftWorld<'a> {
         &self,
         phase: usize,
         members: &[usize],
+        rule: Rule,
         seen: &mut HashMap<(usize, Vec<usize>), bool>,
     ) -> bool {
         if let Some(&adapted) = seen.get(&(phase, members.to_vec())) {
@@ -299,7 +366,7 @@ impl<'a> DriftWorld<'a> {
         let items = self.phase_items.get(phase).map_or(&[][..], Vec::as_slice);
         let best = self.best_accuracy.get(phase).copied().unwrap_or(0.0);
         let needed = self.drift.schedule.target.min(best - 0.01);
-        let adapted = accuracy_on(&self.world, items, members) >= needed;
+        let adapted = accuracy_on(&self.world, items, members, rule) >= needed;
         seen.insert((phase, members.to_vec()), adapted);
         adapted
     }
@@ -319,7 +386,7 @@ fn oracle(world: &World, phase_items: &[Vec<(usize, f64)>], target: f64) -> Vec<
                 .step_by(2)
                 .flat_map(|k| combinations(&all, k))
                 .map(|m| {
-                    let accuracy = accuracy_on(world, items, &m);
+                    let accuracy = accuracy_on(world, items, &m, Rule::Majority);
                     (m, accuracy)
                 })
                 .collect();
@@ -336,22 +403,32 @@ fn oracle(world: &World, phase_items: &[Vec<(usize, f64)>], target: f64) -> Vec<
         .collect()
 }
 
-/// The weighted share of `items` on which the plain majority of `members` is right.
-fn accuracy_on(world: &World, items: &[(usize, f64)], members: &[usize]) -> f64 {
+/// The weighted share of `items` on which the vote of `members` under `rule` is right.
+fn accuracy_on(world: &World, items: &[(usize, f64)], members: &[usize], rule: Rule) -> f64 {
     items
         .iter()
-        .map(|&(item, w)| w * f64::from(u8::from(majority_right(world, members, item))))
+        .map(|&(item, w)| w * f64::from(u8::from(vote_right(world, members, item, rule))))
         .sum()
 }
 
-/// Whether the plain majority of `members` is right on `item`.
-fn majority_right(world: &World, members: &[usize], item: usize) -> bool {
-    let answers = members.iter().filter_map(|&m| {
-        let class = *world.answers.get(m)?.get(item)?;
-        Some((class, world.accuracy.get(m).copied().unwrap_or(0.0)))
-    });
-    let mut tally = Vec::new();
-    cocktail_policy::estimate::majority_vote(answers, &mut tally) == world.labels.get(item).copied()
+/// Whether the vote of `members` under `rule` is right on `item`: a plain majority (ties
+/// to the voter most accurate by profile), or the highest mean probability (wrong when a
+/// member's vector is not recorded).
+fn vote_right(world: &World, members: &[usize], item: usize, rule: Rule) -> bool {
+    let label = world.labels.get(item).copied();
+    match rule {
+        Rule::Majority => {
+            let answers = members.iter().filter_map(|&m| {
+                let class = *world.answers.get(m)?.get(item)?;
+                Some((class, world.accuracy.get(m).copied().unwrap_or(0.0)))
+            });
+            majority_vote(answers, &mut Vec::new()) == label
+        }
+        Rule::Soft => world
+            .soft_vote(members, item, &mut Vec::new())
+            .and_then(|c| u16::try_from(c).ok())
+            .is_some_and(|c| Some(c) == label),
+    }
 }
 
 /// Runs `scheme` on the schedule with `feedback`. Every scheme sees the same requests
@@ -361,8 +438,7 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
     let schedule = dw.drift.schedule;
     let models = &world.candidates;
     let constraint = dw.constraint();
-    let mut requests = SmallRng::seed_from_u64(seed);
-    let mut labels = SmallRng::seed_from_u64(seed ^ 0x1ABE1);
+    let (items, labelled) = dw.requests(seed, feedback.fraction);
     let delay = (feedback.delay_s * schedule.rate).ceil() as u64;
     let best = selection::candidates(models, &constraint)
         .into_iter()
@@ -375,14 +451,36 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
         // The trackers start where O1 would: nothing labelled yet.
         _ => selection::initial(models, &constraint, Some(&world.recorded)),
     };
-    let mut tracker = match scheme {
-        DriftScheme::Plain => Some(Tracker::new(TrackingConfig::plain(), first.clone())),
-        DriftScheme::Cocktail => Some(Tracker::new(TrackingConfig::cocktail(), first.clone())),
+    let rule = scheme.rule();
+    let tracking = |config| Some(Learner::Tracker(Tracker::new(config, first.clone())));
+    // O2 and measured selection on the tracker's interval.
+    let adjusting = |rule| {
+        let config = SelectionConfig {
+            rule,
+            ..SelectionConfig::default()
+        };
+        let interval = TrackingConfig::cocktail().interval;
+        Some(Learner::ensemble(
+            models,
+            constraint,
+            &world.recorded,
+            config,
+            interval,
+        ))
+    };
+    let mut learner = match scheme {
+        DriftScheme::Plain => tracking(TrackingConfig::plain()),
+        DriftScheme::Cocktail | DriftScheme::CocktailSoft => tracking(TrackingConfig {
+            rule,
+            ..TrackingConfig::cocktail()
+        }),
+        DriftScheme::CocktailO2 => adjusting(selection::Rule::Cocktail),
+        DriftScheme::CocktailM => adjusting(selection::Rule::Measured),
         _ => None,
     };
     let all: Vec<usize> = selection::candidates(models, &constraint);
     let shadow_cost: f64 = all.iter().map(|&m| models[m].latency_ms).sum();
-    let mut pending: std::collections::VecDeque<(u64, u64, usize)> = Default::default();
+    let mut pending: VecDeque<Pending> = VecDeque::new();
     let mut window = Outcomes::default();
     let n_phases = schedule.phases.len();
     let mut phase_tally = vec![(0_u64, 0_u64, 0_u64, 0_u64); n_phases];
@@ -398,17 +496,17 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
     let mut lags = Vec::new();
     let total = schedule.requests() as u64;
     let phase_len = schedule.phase_requests.max(1) as u64;
-    for k in 0..total {
-        let item = dw.drift.draw(&mut requests, k as usize);
+    for (k, (&item, &labelled)) in (0..total).zip(items.iter().zip(&labelled)) {
         let phase = schedule.phase_of(k as usize);
-        // Labels due by now reach the tracker before this request is served.
-        if let Some(t) = &mut tracker {
-            deliver(&mut pending, k, t, world, &all);
+        // Labels due by now reach the learner before this request is served.
+        if let Some(l) = &mut learner {
+            l.deliver(&mut pending, k, world, &all);
         }
-        let members: Vec<usize> = match (scheme, &tracker) {
-            (_, Some(t)) => t.members().to_vec(),
+        let members: Vec<usize> = match (scheme, &learner) {
+            (_, Some(l)) => l.members().to_vec(),
             (DriftScheme::Infaas, _) => first.clone(),
             (DriftScheme::AlwaysBest, _) => vec![best],
+            (DriftScheme::Clipper, _) => all.clone(),
             _ => oracle.get(phase).cloned().unwrap_or_default(),
         };
         let into = k % phase_len;
@@ -416,14 +514,14 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
             adapted_at = None;
         }
         if k >= phase_len {
-            if adapted_at.is_none() && dw.adapted(phase, &members, &mut adapted) {
+            if adapted_at.is_none() && dw.adapted(phase, &members, rule, &mut adapted) {
                 adapted_at = Some(into);
             }
             if into + 1 == phase_len {
                 lags.push(adapted_at.unwrap_or(phase_len));
             }
         }
-        let correct = majority_right(world, &members, item);
+        let correct = vote_right(world, &members, item, rule);
         window.push(correct);
         let met = window.accuracy() >= constraint.accuracy;
         correct_total += u64::from(correct);
@@ -443,16 +541,16 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
         }
         // Served: request k is number k + 1.
         let served_at = k + 1;
-        // Drawn for every scheme, so that all see the same labelled requests.
-        let labelled = labels.random::<f64>() < feedback.fraction;
-        if let Some(t) = &mut tracker {
+        if let Some(l) = &mut learner {
             if labelled {
-                shadow_ms += shadow_cost;
-                pending.push_back((k + delay, served_at, item));
+                if l.shadows() {
+                    shadow_ms += shadow_cost;
+                }
+                pending.push_back(l.pending(k + delay, served_at, item));
             }
             // A label with no delay is in before the next request.
-            deliver(&mut pending, k, t, world, &all);
-            t.served(models, &constraint);
+            l.deliver(&mut pending, k, world, &all);
+            l.served(models, &constraint, &world.recorded);
         }
         if served_at.is_multiple_of(100) {
             series.push((served_at, window.accuracy(), bucket_models as f64 / 100.0));
@@ -471,7 +569,7 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
         inference_us: inference_ms * 1000.0 / n,
         shadow_us: shadow_ms * 1000.0 / n,
         accuracy_met_after_shifts: after_shifts.1 as f64 / after_shifts.0.max(1) as f64,
-        shifts: tracker.as_ref().map_or(0, |t| t.shifts),
+        shifts: learner.as_ref().map_or(0, Learner::shifts),
         lags,
         phases: schedule
             .phases
@@ -495,6 +593,9 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
 #[derive(Debug, Clone, Serialize)]
 pub struct StaticChoice {
     pub members: Vec<usize>,
+    /// Whether the members' vote is soft (the mean of their probability vectors) rather
+    /// than a plain majority.
+    pub soft: bool,
     /// The share of requests whose last 200 answers met the target.
     pub accuracy_met: f64,
     /// The members' summed profiled inference time per request (µs).
@@ -503,57 +604,48 @@ pub struct StaticChoice {
 
 /// The static choices issue 34's cost goal compares Cocktail with: every single model,
 /// and every odd vote of 3 or 5 among the nine models most accurate by profile (C(9, 3) +
-/// C(9, 5) = 210 votes, as `ensemble_gain` searches), each served throughout the requests
-/// every scheme sees for `seed`. Cheapest first.
+/// C(9, 5) = 210 votes, as `ensemble_gain` searches), as a plain majority and, when the
+/// vectors are recorded, as a soft vote, each served throughout the requests every scheme
+/// sees for `seed`. Cheapest first.
 pub fn static_choices(dw: &DriftWorld<'_>, seed: u64) -> Vec<StaticChoice> {
     let world: &World = &dw.world;
     let models = &world.candidates;
-    let mut requests = SmallRng::seed_from_u64(seed);
-    let items: Vec<usize> = (0..dw.drift.schedule.requests())
-        .map(|k| dw.drift.draw(&mut requests, k))
-        .collect();
+    let (items, _) = dw.requests(seed, 0.0);
     let mut accurate: Vec<usize> = (0..models.len()).collect();
     accurate.sort_by(|&a, &b| models[b].accuracy.total_cmp(&models[a].accuracy));
     accurate.truncate(9);
-    let mut choices: Vec<Vec<usize>> = (0..models.len()).map(|m| vec![m]).collect();
+    let mut choices: Vec<(Vec<usize>, Rule)> = (0..models.len())
+        .map(|m| (vec![m], Rule::Majority))
+        .collect();
+    let rules: &[Rule] = if world.probabilities.is_some() {
+        &[Rule::Majority, Rule::Soft]
+    } else {
+        &[Rule::Majority]
+    };
     for size in [3, 5] {
-        choices.extend(combinations(&accurate, size));
+        for members in combinations(&accurate, size) {
+            choices.extend(rules.iter().map(|&rule| (members.clone(), rule)));
+        }
     }
     let target = dw.drift.schedule.target;
-    let mut served = crate::parallel::map_counted(&choices, None, |members| {
+    let mut served = crate::parallel::map_counted(&choices, None, |(members, rule)| {
         let mut window = Outcomes::default();
         let met = items
             .iter()
             .filter(|&&item| {
-                window.push(majority_right(world, members, item));
+                window.push(vote_right(world, members, item, *rule));
                 window.accuracy() >= target
             })
             .count();
         StaticChoice {
             members: members.clone(),
+            soft: *rule == Rule::Soft,
             accuracy_met: met as f64 / items.len().max(1) as f64,
             inference_us: members.iter().map(|&m| models[m].latency_ms * 1000.0).sum(),
         }
     });
     served.sort_by(|a, b| a.inference_us.total_cmp(&b.inference_us));
     served
-}
-
-/// Hands the tracker the labels due by request `k`: (due, served at, item), in order.
-fn deliver(
-    pending: &mut std::collections::VecDeque<(u64, u64, usize)>,
-    k: u64,
-    tracker: &mut Tracker,
-    world: &World,
-    asked: &[usize],
-) {
-    while let Some(&(due, served_at, item)) = pending.front() {
-        if due > k {
-            break;
-        }
-        pending.pop_front();
-        tracker.label(served_at, world.labelled(item, asked));
-    }
 }
 
 /// Every scheme under every label setting of [`FEEDBACK`] (the label-free schemes once,
@@ -571,9 +663,7 @@ pub fn compare(
         .flat_map(|(k, &feedback)| {
             DriftScheme::ALL
                 .into_iter()
-                .filter(move |scheme| {
-                    k == 0 || matches!(scheme, DriftScheme::Plain | DriftScheme::Cocktail)
-                })
+                .filter(move |scheme| k == 0 || scheme.learns())
                 .map(move |scheme| (scheme, feedback))
         })
         .collect();
@@ -587,7 +677,8 @@ pub fn compare(
 
 /// Runs in [`compare`].
 pub fn runs() -> u64 {
-    (DriftScheme::ALL.len() + 2 * (FEEDBACK.len() - 1)) as u64
+    let learning = DriftScheme::ALL.iter().filter(|s| s.learns()).count();
+    (DriftScheme::ALL.len() + learning * (FEEDBACK.len() - 1)) as u64
 }
 
 /// The names of `members`, joined with `+`.
@@ -631,6 +722,41 @@ mod tests {
         assert_ne!(prompt.accuracy_met, none.accuracy_met);
         // A 60 s delay changes what the tracker saw, so its choices.
         assert_ne!(plain(1.0, 60.0).inference_us, prompt.inference_us);
+        // O2 learns from its own members' outcomes (no shadow calls), measured selection
+        // from every candidate's answers; without labels both serve O1's choice.
+        let learn = |scheme, fraction| {
+            run(
+                &dw,
+                scheme,
+                Feedback {
+                    fraction,
+                    delay_s: 0.0,
+                },
+                1,
+            )
+        };
+        for scheme in [DriftScheme::CocktailO2, DriftScheme::CocktailM] {
+            let blind = learn(scheme, 0.0);
+            let first = blind.series.first().map(|s| s.2);
+            assert!(
+                blind.series.iter().all(|s| Some(s.2) == first),
+                "{scheme:?}"
+            );
+            let taught = learn(scheme, 1.0);
+            assert_ne!(taught.inference_us, blind.inference_us, "{scheme:?}");
+            let shadows = if scheme == DriftScheme::CocktailM {
+                every
+            } else {
+                0.0
+            };
+            assert!(
+                (taught.shadow_us - shadows).abs() < 1e-6 * every,
+                "{scheme:?}"
+            );
+        }
+        // Clipper asks every model.
+        let clipper = run(&dw, DriftScheme::Clipper, FEEDBACK[0], 1);
+        assert_eq!(clipper.models_per_request, world.models.len() as f64);
         // The oracle serves one choice per phase, the phase's.
         let oracle = dw.oracle();
         assert_eq!(oracle.len(), SENTIMENT_DOMAINS.phases.len());
@@ -640,8 +766,8 @@ mod tests {
         let statics = static_choices(&dw, 1);
         assert_eq!(
             statics.len(),
-            6 + 20 + 6,
-            "singles, and votes of 3 and 5 of 6"
+            6 + 2 * (20 + 6),
+            "singles, and votes of 3 and 5 of 6, by majority and soft"
         );
         assert!(statics.is_sorted_by(|a, b| a.inference_us <= b.inference_us));
         let infaas = run(&dw, DriftScheme::Infaas, FEEDBACK[0], 1);

@@ -21,6 +21,7 @@ pub mod cluster;
 mod config;
 pub mod drift;
 mod fleet;
+mod learner;
 mod result;
 mod schemes;
 mod world;

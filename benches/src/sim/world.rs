@@ -3,8 +3,9 @@
 use anyhow::Context;
 use cocktail_common::catalog::{self, Catalog};
 use cocktail_common::latency::BatchLatency;
-use cocktail_common::{Predictions, Zoo};
-use cocktail_policy::estimate::{self, Recorded};
+use cocktail_common::predictions::probabilities_path;
+use cocktail_common::{Predictions, Probabilities, Zoo};
+use cocktail_policy::estimate::{self, Recorded, soft_vote};
 use cocktail_policy::measured::Labelled;
 use cocktail_policy::selection::Candidate;
 
@@ -21,6 +22,9 @@ pub struct World {
     /// `answers[model][item]`: the class each model gave each test item.
     pub answers: Vec<Vec<u16>>,
     pub labels: Vec<u16>,
+    /// `probabilities[model]`: each model's probability vector on each test item,
+    /// `classes` per item, for soft votes; `None` when the zoo has no vectors recorded.
+    pub probabilities: Option<Vec<Vec<f32>>>,
     /// The recorded answers on the test items selection estimates on; requests are drawn
     /// from the others ([`estimate::scored_items`]), so selection's estimates never come
     /// from the items it is scored on (the voting weights still learn from each scored
@@ -45,7 +49,16 @@ impl World {
         anyhow::ensure!(!entries.is_empty(), "the zoo has no task `{task}`");
         let models: Vec<String> = entries.iter().map(|m| m.name.clone()).collect();
         let candidates: Vec<Candidate> = entries.iter().copied().map(Candidate::of).collect();
-        let predictions = Predictions::load(&zoo.resolve(spec.predictions_file(task)?))?;
+        let file = spec.predictions_file(task)?;
+        let predictions = Predictions::load(&zoo.resolve(file))?;
+        let probabilities = match load_probabilities(zoo, file, &models, predictions.len())? {
+            Some(p) if p.classes != spec.labels.len() => anyhow::bail!(
+                "the probability vectors of task `{task}` have {} classes, not {}",
+                p.classes,
+                spec.labels.len()
+            ),
+            p => p.map(|p| p.values),
+        };
         let answers = models
             .iter()
             .map(|m| {
@@ -93,6 +106,7 @@ impl World {
             classes: spec.labels.len(),
             answers,
             labels,
+            probabilities,
             recorded,
             models,
             candidates,
@@ -118,7 +132,42 @@ impl World {
                         .flatten()
                 })
                 .collect(),
+            probabilities: (0..self.models.len())
+                .map(|m| {
+                    asked
+                        .contains(&m)
+                        .then(|| self.probabilities(m, item).map(<[f32]>::to_vec))
+                        .flatten()
+                })
+                .collect(),
         }
+    }
+
+    /// The soft vote of `members` on test item `item` ([`soft_vote`]); `None` when a
+    /// member's vector is not recorded. `sums` is scratch space.
+    pub fn soft_vote(
+        &self,
+        members: &[usize],
+        item: usize,
+        sums: &mut Vec<(f64, f64)>,
+    ) -> Option<usize> {
+        let ballots: Vec<(&[f32], u16, f64)> = members
+            .iter()
+            .map(|&m| {
+                let class = *self.answers.get(m)?.get(item)?;
+                let accuracy = self.accuracy.get(m).copied().unwrap_or(0.0);
+                Some((self.probabilities(m, item)?, class, accuracy))
+            })
+            .collect::<Option<_>>()?;
+        soft_vote(ballots, sums)
+    }
+
+    /// Model `model`'s probability vector on test item `item`, when recorded.
+    pub fn probabilities(&self, model: usize, item: usize) -> Option<&[f32]> {
+        self.probabilities
+            .as_ref()?
+            .get(model)?
+            .get(item * self.classes..(item + 1) * self.classes)
     }
 
     /// The test items requests are drawn from ([`estimate::scored_items`]).
@@ -145,7 +194,28 @@ impl World {
     /// half, such as a corruption) after the test set's own: they get the next item
     /// indices. What selection estimates on ([`World::recorded`]) stays the clean first
     /// half, and [`World::scored_items`] keeps meaning the clean scored half.
-    pub fn append(&mut self, shifted: &Predictions) -> anyhow::Result<()> {
+    /// `probabilities`: the vectors of `shifted`'s answers, when recorded (the world's
+    /// vectors are dropped when the shifted items have none, so that no soft vote is
+    /// scored on part of the items).
+    pub fn append(
+        &mut self,
+        shifted: &Predictions,
+        probabilities: Option<&Probabilities>,
+    ) -> anyhow::Result<()> {
+        match (&mut self.probabilities, probabilities) {
+            (Some(ours), Some(theirs)) => {
+                anyhow::ensure!(
+                    theirs.classes == self.classes,
+                    "the shifted items' vectors have {} classes, not {}",
+                    theirs.classes,
+                    self.classes
+                );
+                for (ours, theirs) in ours.iter_mut().zip(&theirs.values) {
+                    ours.extend_from_slice(theirs);
+                }
+            }
+            (ours, _) => *ours = None,
+        }
         for (model, answers) in self.models.iter().zip(&mut self.answers) {
             let column = shifted
                 .model_index(model)
@@ -156,5 +226,75 @@ impl World {
         self.labels.extend_from_slice(&shifted.labels);
         self.shifted += shifted.labels.len();
         Ok(())
+    }
+}
+
+/// The probability vectors recorded next to the answers in `predictions` (a file in the
+/// zoo), of `models` on `items` items: `None` when the zoo has none (soft votes are then
+/// not scored); an error when they are there but unreadable.
+pub fn load_probabilities(
+    zoo: &Zoo,
+    predictions: &str,
+    models: &[String],
+    items: usize,
+) -> anyhow::Result<Option<Probabilities>> {
+    let path = zoo.resolve(&probabilities_path(predictions));
+    if !path.exists() {
+        return Ok(None);
+    }
+    Ok(Some(Probabilities::load(&path, models, items)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recorded_vectors_agree_with_the_recorded_answers() {
+        let zoo = Zoo::load(Zoo::locate(None).unwrap()).unwrap();
+        for task in ["fashion", "sentiment"] {
+            let mut world = World::load(&zoo, task).unwrap();
+            if task == "fashion" {
+                // And on the corrupted copies the drift schedules append.
+                for set in [
+                    "shot_noise-1",
+                    "motion_blur-2",
+                    "brightness-3",
+                    "rotate-4",
+                    "inverse",
+                ] {
+                    let file = format!("predictions/fashion-c/{set}.tsv.gz");
+                    let shifted = Predictions::load(&zoo.resolve(&file)).unwrap();
+                    let vectors =
+                        load_probabilities(&zoo, &file, &world.models, shifted.len()).unwrap();
+                    assert!(vectors.is_some(), "{set}: no vectors");
+                    world.append(&shifted, vectors.as_ref()).unwrap();
+                }
+            }
+            assert!(world.probabilities.is_some(), "{task}: no vectors");
+            let mut sums = Vec::new();
+            let mut ties = 0;
+            for (m, answers) in world.answers.iter().enumerate() {
+                for (item, &class) in answers.iter().enumerate() {
+                    let row = world.probabilities(m, item).unwrap();
+                    let top = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    assert_eq!(
+                        row[usize::from(class)],
+                        top,
+                        "{task}: `{}` on item {item}: {row:?}",
+                        world.models[m]
+                    );
+                    ties += usize::from(row.iter().filter(|&&p| p == top).count() > 1);
+                    // A soft vote of one is the model's own answer.
+                    assert_eq!(
+                        world.soft_vote(&[m], item, &mut sums),
+                        Some(usize::from(class)),
+                        "{task}: `{}` on item {item}: {row:?}",
+                        world.models[m]
+                    );
+                }
+            }
+            eprintln!("{task}: {ties} vectors with a tie at 4 places");
+        }
     }
 }

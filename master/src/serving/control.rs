@@ -68,6 +68,7 @@ mod tests {
 
     use super::*;
     use crate::serving::tasks;
+    use cocktail_policy::estimate::Rule;
 
     fn registration(model: &str, url: &str, id: &str) -> Registration {
         Registration {
@@ -85,7 +86,7 @@ mod tests {
     #[test]
     fn registrations_name_a_zoo_model_an_http_url_and_a_short_id() {
         let zoo = Zoo::load(Zoo::locate(None).unwrap()).unwrap();
-        let tables: BTreeMap<_, _> = tasks::from_zoo(&zoo, 100.0, 1.0)
+        let tables: BTreeMap<_, _> = tasks::from_zoo(&zoo, 100.0, 1.0, Rule::Majority)
             .into_iter()
             .map(|(name, table)| (name, Arc::new(table)))
             .collect();

@@ -98,10 +98,15 @@ impl Master {
         let zoo = Zoo::load(Zoo::locate(config.zoo.as_deref())?)?;
         // The same file check as `cocktail zoo check`: refuse to start on a broken zoo.
         zoo.check_files()?;
-        let tasks = tasks::from_zoo(&zoo, config.weight_prior, config.speed_scale)
-            .into_iter()
-            .map(|(name, table)| (name, Arc::new(table)))
-            .collect();
+        let tasks = tasks::from_zoo(
+            &zoo,
+            config.weight_prior,
+            config.speed_scale,
+            config.scheme.rule(),
+        )
+        .into_iter()
+        .map(|(name, table)| (name, Arc::new(table)))
+        .collect();
         let tasks = RwLock::new(Arc::new(tasks));
         let cache = config
             .redis_url

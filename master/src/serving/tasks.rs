@@ -4,10 +4,11 @@
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 
+use cocktail_common::predictions::probabilities_path;
 use cocktail_common::zoo::TensorSpec;
-use cocktail_common::{Predictions, Preprocess, Zoo};
+use cocktail_common::{Predictions, Preprocess, Probabilities, Zoo};
 
-use cocktail_policy::estimate::Recorded;
+use cocktail_policy::estimate::{Recorded, Rule};
 use cocktail_policy::selection::Candidate;
 use cocktail_policy::voting::ClassWeights;
 
@@ -60,8 +61,14 @@ impl TaskTable {
     }
 }
 
-/// One table per task of the zoo.
-pub fn from_zoo(zoo: &Zoo, weight_prior: f64, latency_scale: f64) -> BTreeMap<String, TaskTable> {
+/// One table per task of the zoo; selection's estimates on the recorded answers count
+/// votes by `rule` (the master's voting scheme's).
+pub fn from_zoo(
+    zoo: &Zoo,
+    weight_prior: f64,
+    latency_scale: f64,
+    rule: Rule,
+) -> BTreeMap<String, TaskTable> {
     let mut tables = BTreeMap::new();
     for (name, spec) in zoo.tasks() {
         let models: Vec<_> = zoo.models_for(name).collect();
@@ -81,10 +88,11 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64, latency_scale: f64) -> BTreeMap<St
             models.iter().map(|m| m.class_accuracy.clone()).collect();
         let recorded = match spec
             .predictions_file(name)
-            .and_then(|file| Predictions::load(&zoo.resolve(file)))
+            .and_then(|file| Ok((file, Predictions::load(&zoo.resolve(file))?)))
         {
-            Ok(p) => Some(
-                Recorded::new(
+            Ok((file, p)) => {
+                let items = p.len();
+                let recorded = Recorded::new(
                     models
                         .iter()
                         .map(|m| {
@@ -93,9 +101,13 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64, latency_scale: f64) -> BTreeMap<St
                         })
                         .collect(),
                     p.labels,
-                )
-                .for_estimates(),
-            ),
+                );
+                let recorded = match rule {
+                    Rule::Majority => recorded,
+                    Rule::Soft => soft(zoo, name, file, &models, items, recorded),
+                };
+                Some(recorded.for_estimates())
+            }
             Err(e) => {
                 tracing::warn!(task = %name, error = %e, "no recorded predictions: selection assumes independent errors");
                 None
@@ -118,4 +130,32 @@ pub fn from_zoo(zoo: &Zoo, weight_prior: f64, latency_scale: f64) -> BTreeMap<St
         );
     }
     tables
+}
+
+/// `recorded` with the task's probability vectors, so that selection estimates the soft
+/// votes the master votes; without them (or unreadable) it stays a plain majority's
+/// estimate, with a warning.
+fn soft(
+    zoo: &Zoo,
+    task: &str,
+    predictions: &str,
+    models: &[&cocktail_common::ModelEntry],
+    items: usize,
+    recorded: Recorded,
+) -> Recorded {
+    let names: Vec<String> = models.iter().map(|m| m.name.clone()).collect();
+    match Probabilities::load(
+        &zoo.resolve(&probabilities_path(predictions)),
+        &names,
+        items,
+    ) {
+        Ok(p) => {
+            let classes = p.classes;
+            recorded.soft(classes, p.values.into_iter().map(Some).collect())
+        }
+        Err(e) => {
+            tracing::warn!(task = %task, error = %e, "no probability vectors: selection estimates plain majorities while the master votes by average");
+            recorded
+        }
+    }
 }

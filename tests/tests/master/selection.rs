@@ -1,13 +1,15 @@
 //! End-to-end latency targets and measured selection on a real master: the predicted
 //! response times come from measured calls, late answers are SLO violations, and
 //! `--selection measured` chooses what greedy forward selection says on the items its
-//! shadow calls measured.
+//! shadow calls measured, and with `--scheme average` O1 estimates the soft votes the
+//! master votes.
 
 use std::time::Duration;
 
-use cocktail_common::{Predictions, Zoo};
+use cocktail_common::{Predictions, Probabilities, Zoo};
+use cocktail_policy::estimate::Recorded;
 use cocktail_policy::measured::{self, Buffer, Labelled};
-use cocktail_policy::selection::{Candidate, Constraint, Objective};
+use cocktail_policy::selection::{self, Candidate, Constraint, Objective};
 use cocktail_tests::cluster::{Cluster, eventually, image_request};
 use cocktail_tests::zoo_manifest;
 use serde_json::json;
@@ -182,17 +184,7 @@ async fn measured_selection_chooses_what_greedy_selection_says_on_the_shadowed_i
     // (ONNX Runtime answers as it did when they were recorded).
     let zoo = Zoo::load(zoo_manifest()).unwrap();
     let entries: Vec<_> = zoo.models_for("fashion").collect();
-    let candidates: Vec<Candidate> = entries
-        .iter()
-        .map(|m| Candidate {
-            latency_ms: if SERVED.contains(&m.name.as_str()) {
-                1.0
-            } else {
-                f64::INFINITY
-            },
-            ..Candidate::of(m)
-        })
-        .collect();
+    let candidates = served(&entries, SERVED);
     let recorded = Predictions::load(
         &zoo.resolve(zoo.task("fashion").unwrap().predictions.as_deref().unwrap()),
     )
@@ -209,6 +201,7 @@ async fn measured_selection_chooses_what_greedy_selection_says_on_the_shadowed_i
                     })
                 })
                 .collect(),
+            probabilities: Vec::new(),
         });
     }
     let constraint = Constraint {
@@ -230,4 +223,94 @@ async fn measured_selection_chooses_what_greedy_selection_says_on_the_shadowed_i
     // buffer's size can tell; the vote of three does.
     assert_eq!(o1, ["mlp_med"]);
     assert_eq!(live.len(), 3, "{live:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_average_scheme_o1_estimates_soft_votes_on_the_recorded_vectors() {
+    const SERVED: &[&str] = &["linear", "mlp_small", "mlp_med", "dwsep", "cnn_small"];
+    let zoo = Zoo::load(zoo_manifest()).unwrap();
+    let entries: Vec<_> = zoo.models_for("fashion").collect();
+    let names: Vec<String> = entries.iter().map(|m| m.name.clone()).collect();
+    let candidates = served(&entries, SERVED);
+    // What O1 estimates on: the first half of the recorded answers, as the master loads
+    // them, by majority and (with the vectors) by soft vote.
+    let file = zoo.task("fashion").unwrap().predictions.clone().unwrap();
+    let answers = Predictions::load(&zoo.resolve(&file)).unwrap();
+    let vectors = Probabilities::load(
+        &zoo.resolve(&cocktail_common::predictions::probabilities_path(&file)),
+        &names,
+        answers.len(),
+    )
+    .unwrap();
+    let plain = Recorded::new(
+        names
+            .iter()
+            .map(|n| Some(answers.classes[answers.model_index(n).unwrap()].clone()))
+            .collect(),
+        answers.labels.clone(),
+    );
+    let soft = plain
+        .clone()
+        .soft(
+            vectors.classes,
+            vectors.values.into_iter().map(Some).collect(),
+        )
+        .for_estimates();
+    let plain = plain.for_estimates();
+    let constraint = |accuracy: f64| Constraint {
+        latency_ms: 2000.0,
+        accuracy,
+        objective: Objective::Accuracy,
+    };
+    // A target the two rules choose differently for: the first of the estimates the
+    // soft votes of the served models reach at which O1's choices differ.
+    let (target, by_soft, by_majority) = (1..=SERVED.len())
+        .filter_map(|k| {
+            let mut pool = selection::candidates(&candidates, &constraint(1.0));
+            pool.sort_by(|&a, &b| candidates[b].accuracy.total_cmp(&candidates[a].accuracy));
+            // Just below the estimate: a number that goes through JSON unharmed.
+            let target = selection::estimate(&candidates, &pool[..k], Some(&soft)) - 1e-9;
+            let by_soft = selection::initial(&candidates, &constraint(target), Some(&soft));
+            let by_majority = selection::initial(&candidates, &constraint(target), Some(&plain));
+            (by_soft != by_majority).then_some((target, by_soft, by_majority))
+        })
+        .next()
+        .expect("a target the rules choose differently for");
+    let named = |members: Vec<usize>| -> Vec<String> {
+        let mut n: Vec<String> = members.into_iter().map(|m| names[m].clone()).collect();
+        n.sort();
+        n
+    };
+    let (by_soft, by_majority) = (named(by_soft), named(by_majority));
+    println!("target {target}: soft votes choose {by_soft:?}, majorities {by_majority:?}");
+
+    let cluster = Cluster::start(&["--scheme", "average"], SERVED).await;
+    let (images, _) = fashion_images(1);
+    let (status, body) = cluster
+        .post(
+            "/v2/models/fashion/infer",
+            &image_request(&images, json!({ "latency_ms": 2000.0, "accuracy": target })),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let mut live: Vec<String> =
+        serde_json::from_value(body["parameters"]["models"].clone()).unwrap();
+    live.sort();
+    assert_eq!(live, by_soft, "the master's O1 with --scheme average");
+}
+
+/// The zoo's `entries` as the master's candidates when only `served` have workers: those
+/// fit any latency target, the others none.
+fn served(entries: &[&cocktail_common::ModelEntry], served: &[&str]) -> Vec<Candidate> {
+    entries
+        .iter()
+        .map(|m| Candidate {
+            latency_ms: if served.contains(&m.name.as_str()) {
+                1.0
+            } else {
+                f64::INFINITY
+            },
+            ..Candidate::of(m)
+        })
+        .collect()
 }

@@ -164,7 +164,14 @@ impl Master {
                     }
                 }
                 if let Ok(label) = u16::try_from(label) {
-                    state.remember(Labelled { label, answers });
+                    // Measured selection scores plain majorities; the shadow calls keep
+                    // the classes only.
+                    let probabilities = Vec::new();
+                    state.remember(Labelled {
+                        label,
+                        answers,
+                        probabilities,
+                    });
                 }
             }
         });

@@ -72,9 +72,12 @@ impl Master {
         let old = self.tasks();
         let mut change = ZooChange::default();
         let mut tasks = Tasks::new();
-        for (name, table) in
-            tasks::from_zoo(&zoo, self.config.weight_prior, self.config.speed_scale)
-        {
+        for (name, table) in tasks::from_zoo(
+            &zoo,
+            self.config.weight_prior,
+            self.config.speed_scale,
+            self.config.scheme.rule(),
+        ) {
             let table = match old.get(&name) {
                 Some(kept) if same(kept, &table) => Arc::clone(kept),
                 _ => {
