@@ -129,7 +129,8 @@ pub struct LoadReport {
     pub degraded: u64,
     /// The master's bill over the run (`GET /v1/cost`), when it manages instances.
     pub cost: Option<f64>,
-    /// Delayed labels (`--drift` with a delay) that `/v1/feedback` did not take.
+    /// Delayed labels (`--drift` with a delay) that `/v1/feedback` did not take, or that
+    /// could not be sent because their request failed.
     pub feedback_refused: u64,
     pub types: Vec<TypeResult>,
     /// Where each answer's time went, for the simulator's `live_answers`.
@@ -285,7 +286,13 @@ pub async fn run(
                 Err(e) => (0, Value::Null, Some(cocktail_service::net::error_chain(&e))),
             };
             let latency = start.elapsed();
-            if let (Some(delay), Some(id)) = (label_later, value["id"].as_str()) {
+            // A label due later for an answer without an id (a failed request) cannot be
+            // sent: it counts as refused.
+            let id = value["id"].as_str();
+            if label_later.is_some() && id.is_none() {
+                refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if let (Some(delay), Some(id)) = (label_later, id) {
                 let body = json!({ "id": id, "label": label });
                 let (client, api_key) = (client.clone(), api_key.clone());
                 let refused = Arc::clone(&refused);

@@ -51,7 +51,7 @@ pub enum DriftScheme {
     #[value(name = "Clipper")]
     Clipper,
     /// The paper's O1, then O2 on the window every 100 requests (Cocktail §4.1), as the
-    /// live master runs it by default.
+    /// live master runs it by default (every 30 s: 100 requests at the schedules' rate).
     #[value(name = "Cocktail-O2")]
     CocktailO2,
     /// Measured selection (`policy::measured`, `--selection measured`) every 100 requests.
