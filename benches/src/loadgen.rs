@@ -51,7 +51,7 @@ pub struct LoadgenConfig {
 /// `DriftWorld::constraint`, with a finite latency), and its label comes back when
 /// `labelled[k]`: in the request when `delay` is zero (as the other modes send every
 /// label), else to `/v1/feedback` `delay` after the answer. The run ends with the
-/// items.
+/// items. Arrivals beyond `max_in_flight` wait for a slot instead of being dropped.
 #[derive(Debug, Clone)]
 pub struct DriftLoad {
     pub name: String,
@@ -228,9 +228,19 @@ pub async fn run(
         if let Some(bar) = progress {
             bar.set_position(at as u64);
         }
-        let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
-            dropped += 1;
-            continue;
+        let permit = match Arc::clone(&in_flight).try_acquire_owned() {
+            Ok(permit) => permit,
+            // A drift schedule's requests are all sent, in order: an arrival waits for a
+            // slot (with `max_in_flight` 1, one request at a time, as the replay serves
+            // them).
+            Err(_) if config.drift.is_some() => Arc::clone(&in_flight)
+                .acquire_owned()
+                .await
+                .context("the load generator's slots closed")?,
+            Err(_) => {
+                dropped += 1;
+                continue;
+            }
         };
         // (constraint type, item, label in the request, label by feedback after).
         let (kind, item, label_now, label_later) = match &config.drift {

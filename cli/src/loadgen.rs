@@ -27,7 +27,8 @@ pub struct LoadgenArgs {
     /// the default, judges against `latency_ms` itself, end to end as the client sees it.
     #[arg(long, default_value_t = 0.0)]
     pub grace_ms: f64,
-    /// Requests in flight at most; arrivals beyond are dropped and counted.
+    /// Requests in flight at most; arrivals beyond are dropped and counted (with
+    /// --drift they wait for a slot: 1 sends the schedule one request at a time).
     #[arg(long, default_value_t = 1024)]
     pub max_in_flight: usize,
     /// Client timeout per request (ms).
