@@ -34,9 +34,9 @@ pub static TASKS: LazyLock<BTreeMap<String, Arc<TaskTable>>> = LazyLock::new(|| 
         1.0,
         MasterConfig::default().scheme.rule(),
     )
-        .into_iter()
-        .map(|(name, table)| (name, Arc::new(table)))
-        .collect()
+    .into_iter()
+    .map(|(name, table)| (name, Arc::new(table)))
+    .collect()
 });
 
 /// A current-thread runtime for the async parsing steps.
