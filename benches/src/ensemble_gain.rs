@@ -6,7 +6,7 @@
 //! probability vectors recorded for every model and item. `cocktail results` writes the
 //! table to `docs/results.md` and `models/README.md`.
 
-use cocktail_policy::estimate::{Recorded, best_vote, combinations};
+use cocktail_policy::estimate::{Recorded, best_vote};
 
 use crate::sim::World;
 use crate::workload::HOP_MS;
@@ -35,47 +35,23 @@ impl Gain {
     }
 }
 
-/// The most accurate soft vote of two to [`MAX_SIZE`] of `fit`'s [`SEARCHED`] most
-/// accurate models (by `accuracy`) on `items`, with its accuracy; `None` without
-/// probability vectors or with fewer than two models. Exhaustive, as [`best_vote`].
-fn best_soft(
-    world: &World,
-    mut fit: Vec<usize>,
-    accuracy: &[f64],
-    items: &[usize],
-) -> Option<(Vec<usize>, f64)> {
-    world.probabilities.as_ref()?;
-    fit.sort_by(|&a, &b| accuracy[b].total_cmp(&accuracy[a]).then(a.cmp(&b)));
-    fit.truncate(SEARCHED);
-    let mut best: Option<(Vec<usize>, f64)> = None;
-    for size in 2..=MAX_SIZE.min(fit.len()) {
-        for members in combinations(&fit, size) {
-            let Some(a) = soft_accuracy(world, &members, items) else {
-                continue;
-            };
-            if best.as_ref().is_none_or(|(_, b)| a > *b) {
-                best = Some((members, a));
-            }
-        }
-    }
-    best
+/// `recorded` (the world's answers on all its items) with the world's probability
+/// vectors, so that it counts soft votes; `None` without them.
+fn soft(world: &World, recorded: &Recorded) -> Option<Recorded> {
+    let vectors = world.probabilities.as_ref()?;
+    Some(
+        recorded
+            .clone()
+            .soft(world.classes, vectors.iter().cloned().map(Some).collect()),
+    )
 }
 
-/// The share of `items` on which the soft vote of `members` is right; `None` without
-/// items or vectors.
-pub fn soft_accuracy(world: &World, members: &[usize], items: &[usize]) -> Option<f64> {
-    let mut sums = Vec::new();
-    let mut right = 0_usize;
-    for &item in items {
-        let class = world.soft_vote(members, item, &mut sums)?;
-        right += usize::from(
-            world
-                .labels
-                .get(item)
-                .is_some_and(|&l| usize::from(l) == class),
-        );
-    }
-    (!items.is_empty()).then(|| right as f64 / items.len() as f64)
+/// The most accurate soft vote of two to [`MAX_SIZE`] of `fit`'s [`SEARCHED`] most
+/// accurate models (by `accuracy`), counted by [`best_vote`] on `soft` (see [`soft`]).
+fn best_soft(soft: &Recorded, mut fit: Vec<usize>, accuracy: &[f64]) -> Option<(Vec<usize>, f64)> {
+    fit.sort_by(|&a, &b| accuracy[b].total_cmp(&accuracy[a]).then(a.cmp(&b)));
+    fit.truncate(SEARCHED);
+    best_vote(soft, &fit, MAX_SIZE, accuracy)
 }
 
 /// Every constraint type's gain on `world`'s zoo.
@@ -85,7 +61,7 @@ pub fn gains(world: &World) -> Vec<Gain> {
         world.labels.clone(),
     );
     let accuracy = &world.accuracy;
-    let items: Vec<usize> = (0..world.labels.len()).collect();
+    let soft_recorded = soft(world, &recorded);
     world
         .types
         .iter()
@@ -94,7 +70,9 @@ pub fn gains(world: &World) -> Vec<Gain> {
             let fit: Vec<usize> = (0..world.models.len())
                 .filter(|&m| world.candidates[m].latency_ms <= latency_ms + 1e-9)
                 .collect();
-            let soft = best_soft(world, fit.clone(), accuracy, &items);
+            let soft = soft_recorded
+                .as_ref()
+                .and_then(|r| best_soft(r, fit.clone(), accuracy));
             let (single, best) = single_and_vote(&recorded, fit, accuracy, t.model);
             let name = |m: usize| world.models[m].clone();
             Gain {
@@ -153,6 +131,7 @@ pub fn by_group(world: &World, groups: &[(String, Vec<usize>)]) -> Vec<GroupGain
         world.answers.iter().cloned().map(Some).collect(),
         world.labels.clone(),
     );
+    let soft_all = soft(world, &all);
     groups
         .iter()
         .map(|(group, items)| {
@@ -162,7 +141,9 @@ pub fn by_group(world: &World, groups: &[(String, Vec<usize>)]) -> Vec<GroupGain
                 .iter()
                 .map(|&m| recorded.majority(&[m], &world.accuracy).unwrap_or(0.0))
                 .collect();
-            let soft = best_soft(world, models.clone(), &accuracy, items);
+            let soft = soft_all
+                .as_ref()
+                .and_then(|r| best_soft(&r.select(items), models.clone(), &accuracy));
             let (single, best) = single_and_vote(&recorded, models, &accuracy, 0);
             let name = |m: usize| world.models.get(m).cloned().unwrap_or_default();
             GroupGain {

@@ -215,7 +215,7 @@ impl Recorded {
     }
 }
 
-/// The most accurate plain-majority vote (as [`Recorded::majority`] counts it) of two
+/// The most accurate vote (as [`Recorded::vote`] counts it: a plain majority, or soft) of two
 /// to `max_size` models among `candidates`, with its accuracy; `None` when no such vote
 /// is counted (fewer than two candidates, or none with recorded answers). Exhaustive:
 /// callers bound `candidates` (C(9, 2..=5) = 372 subsets).
@@ -228,7 +228,7 @@ pub fn best_vote(
     let mut best: Option<(Vec<usize>, f64)> = None;
     for size in 2..=max_size.min(candidates.len()) {
         for subset in combinations(candidates, size) {
-            let Some(a) = recorded.majority(&subset, accuracy) else {
+            let Some(a) = recorded.vote(&subset, accuracy) else {
                 continue;
             };
             if best.as_ref().is_none_or(|(_, b)| a > b + 1e-12) {
