@@ -141,3 +141,45 @@ pub async fn wait_for_workers(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// The sum of every sample of the Prometheus series `name` (all label sets) in the
+/// `/metrics` text of the process at `url`; 0 when it has none yet (a histogram appears
+/// at its first observation).
+pub async fn metric_sum(client: &reqwest::Client, url: &str, name: &str) -> anyhow::Result<f64> {
+    let text = client
+        .get(format!("{url}/metrics"))
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    Ok(series_sum(&text, name))
+}
+
+/// [`metric_sum`] on text already read.
+pub fn series_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_series_sums_its_label_sets_and_not_its_longer_namesakes() {
+        let text = "# TYPE x_seconds summary\n\
+                    x_seconds_sum{model=\"a\"} 0.5\n\
+                    x_seconds_sum{model=\"b\"} 0.25\n\
+                    x_seconds_sum_other 9\n\
+                    x_seconds_count 3\n";
+        assert_eq!(series_sum(text, "x_seconds_sum"), 0.75);
+        assert_eq!(series_sum(text, "x_seconds_count"), 3.0);
+        assert_eq!(series_sum(text, "y"), 0.0);
+    }
+}

@@ -371,7 +371,7 @@ const WIRE_FRAGMENTS: [Fragment; 2] = [
         "`scripts/peer-ray.sh --out docs`",
     ),
     (
-        "The master-to-worker hop: binary against JSON, plain against TLS",
+        "The master-to-worker hop: where a request's CPU goes",
         "wire.md",
         "`target/release/master-bench --out docs`",
     ),

@@ -18,6 +18,9 @@ use cocktail_common::oip::ErrorBody;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+mod clients;
+pub use clients::ThreadClients;
+
 /// Transport and hardening flags of a server.
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Transport")]

@@ -284,6 +284,13 @@ fn next_job(receiver: &mpsc::Receiver<Job>, idle_poll: Duration) -> Option<Job> 
     receiver.recv().ok()
 }
 
+/// The CPU time of the calling thread so far (zero if the clock cannot be read, which
+/// Linux always can).
+fn thread_cpu() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map_or(Duration::ZERO, Duration::from)
+}
+
 impl Engine {
     /// Joins `parts` into one batch and runs it, timing it.
     fn batch(
@@ -293,9 +300,10 @@ impl Engine {
         items: usize,
     ) -> Result<Probabilities, WorkerError> {
         let started = Instant::now();
+        let cpu_started = thread_cpu();
         let result = join(parts, &self.preprocessor).and_then(|batch| backend.infer(&batch));
         let took = started.elapsed();
-        metrics::batch(items, took);
+        metrics::batch(items, took, thread_cpu().saturating_sub(cpu_started));
         self.last_batch_ns.store(
             u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
             Ordering::Relaxed,

@@ -49,11 +49,14 @@ pub fn inline_call() {
     metrics::counter!("cocktail_worker_inline_calls_total").increment(1);
 }
 
-/// One batch run by the backend.
-pub fn batch(items: usize, inference: Duration) {
+/// One batch run by the backend: its time, and the CPU time of the thread that ran it
+/// (all of the inference's with one intra-op thread, the default; the benchmarks split a
+/// request's CPU with it).
+pub fn batch(items: usize, inference: Duration, cpu: Duration) {
     metrics::histogram!("cocktail_worker_batch_size").record(items as f64);
     metrics::histogram!("cocktail_worker_inference_duration_seconds")
         .record(inference.as_secs_f64());
+    metrics::histogram!("cocktail_worker_inference_cpu_seconds").record(cpu.as_secs_f64());
 }
 
 /// Items in service or queued (admitted, not yet answered).

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use cocktail_common::Zoo;
 use cocktail_common::catalog::Catalog;
 use cocktail_common::latency::BatchLatency;
+use cocktail_service::net::ThreadClients;
 
 use crate::config::MasterConfig;
 use crate::error::{MasterError, MemberFailure};
@@ -80,7 +81,8 @@ pub struct Master {
     pub usage: Usage,
     /// What each constraint's requests met, and O2's decisions (the dashboard's figures).
     pub traffic: Traffic,
-    client: reqwest::Client,
+    /// The HTTP client of the calling thread ([`ThreadClients`]).
+    clients: ThreadClients,
     requests: AtomicU64,
     unlabelled: AtomicU64,
     labelled: AtomicU64,
@@ -115,13 +117,19 @@ impl Master {
                 SharedCache::connect(url, "cocktail", config.cache_ttl, config.redis_timeout)
             })
             .transpose()?;
-        let client =
-            cocktail_service::net::client(&config.tls_roots, config.cluster_secret.as_ref())
-                .map_err(|e| MasterError::Internal(format!("HTTP client: {e}")))?
+        let (roots, secret) = (config.tls_roots.clone(), config.cluster_secret.clone());
+        let clients = ThreadClients::new(move || {
+            Ok(cocktail_service::net::client(&roots, secret.as_ref())?
                 .pool_max_idle_per_host(64)
                 .tcp_nodelay(true)
-                .build()
-                .map_err(|e| MasterError::Internal(format!("HTTP client: {e}")))?;
+                // Workers answer where they are asked: no redirect to follow (and no URL
+                // to parse for one on every call), and no proxy of the operator's
+                // environment between the master and its cluster.
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .build()?)
+        })
+        .map_err(|e| MasterError::Internal(format!("HTTP client: {e}")))?;
         let epoch = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -137,7 +145,7 @@ impl Master {
             cache,
             usage: Usage::default(),
             traffic: Traffic::default(),
-            client,
+            clients,
             requests: AtomicU64::new(0),
             epoch,
             managed: RwLock::new(None),
@@ -155,7 +163,14 @@ impl Master {
         let Some(pool) = self.registry.pool(model) else {
             return;
         };
-        let (client, url) = (self.client.clone(), format!("{url}/v2/health/ready"));
+        let client = match self.clients.get() {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::warn!(%error, model, "cannot probe a new instance");
+                return;
+            }
+        };
+        let url = format!("{url}/v2/health/ready");
         tokio::spawn(async move {
             let started = Instant::now();
             let answered = client
@@ -424,8 +439,12 @@ impl Master {
             Some(members) => self.resolve_pinned(task_name, &request, members)?,
             None => self.resolve(task_name, &request).await?,
         };
+        let client = self
+            .clients
+            .get()
+            .map_err(|e| MasterError::Internal(format!("HTTP client: {e}")))?;
         let waiting = Instant::now();
-        let slots = self.dispatch(&resolved, &request).await;
+        let slots = self.dispatch(&client, &resolved, &request).await;
         let wait = waiting.elapsed();
         let task = &resolved.task;
         // A member missed when it gave no answer in time, or answered only after the
@@ -682,7 +701,12 @@ impl Master {
 
     /// Every member's call, each with its failover to substitutes and its hedge.
     #[tracing::instrument(skip_all, fields(members = resolved.members.len()))]
-    async fn dispatch(&self, resolved: &Resolved, request: &ValidRequest) -> Vec<Slot> {
+    async fn dispatch(
+        &self,
+        client: &reqwest::Client,
+        resolved: &Resolved,
+        request: &ValidRequest,
+    ) -> Vec<Slot> {
         // A pinned ensemble is served as named: no member stands in for another.
         let substitutes = || {
             resolved.state.as_ref().map_or_else(Vec::new, |state| {
@@ -697,7 +721,7 @@ impl Master {
         };
         let spares = Spares::new(&substitutes);
         let call = Call {
-            client: &self.client,
+            client,
             registry: &self.registry,
             task: &resolved.task,
             body: &request.member,

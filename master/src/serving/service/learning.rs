@@ -200,7 +200,7 @@ impl Master {
             .filter_map(|(&m, classes)| classes.clone().map(|c| (m, c)))
             .collect();
         let task = Arc::clone(&record.task);
-        let (client, registry_pool) = (self.client.clone(), Arc::clone(&self.registry));
+        let (clients, registry_pool) = (self.clients.clone(), Arc::clone(&self.registry));
         let (body, items) = (request.member.clone(), request.items);
         // The shadow calls get the request's own latency target: a candidate slower than
         // that could not have served it anyway.
@@ -210,6 +210,14 @@ impl Master {
         async move {
             let deadline = Instant::now() + budget;
             let classes = task.labels.len();
+            // The client of the thread that runs the calls (`ThreadClients`).
+            let client = match clients.get() {
+                Ok(client) => client,
+                Err(error) => {
+                    tracing::warn!(%error, "no shadow calls: no HTTP client");
+                    return known;
+                }
+            };
             let shadow = join_all(others.iter().map(|&m| {
                 call_member(
                     &client,
