@@ -7,7 +7,7 @@
 //! the master→worker hop (`--hops plain`: HTTP, as static workers and `--no-cluster-tls`;
 //! `tls`: HTTPS with a certificate from a cluster CA, as provider-launched workers by
 //! default). The CPU splits into the master's, the workers' outside inference, and the
-//! inference itself (the batch thread's CPU time, from each worker's
+//! inference itself (the CPU time of the thread that ran each batch, from each worker's
 //! `cocktail_worker_inference_cpu_seconds`). Prints a markdown table with issue 35's
 //! goals; asserts nothing.
 //!
@@ -125,7 +125,7 @@ async fn main() -> anyhow::Result<()> {
         "{} worker(s) ({}), {} requests per row, one base64 PNG per request from a JSON \
          client. CPU per request is the master's and the workers' (from `/proc`, warm-up \
          requests included), split into the master's, the workers' outside inference, and \
-         inference (each worker's batch-thread CPU time). Issue 35's goals are about the \
+         inference (the CPU time of the thread that ran each batch, in each worker). Issue 35's goals are about the \
          3-model ensemble (`target/release/master-bench --out docs`).\n\n\
          | member wire | hop | constraint | concurrency | members | req/s | CPU per request (µs) | master CPU (µs) | workers' CPU outside inference (µs) | inference CPU (µs) | client p50 (µs) | wait p50 (µs) | master p50 (µs) | master p99 (µs) | goals (issue 35) |\n\
          |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
