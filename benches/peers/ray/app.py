@@ -76,10 +76,27 @@ def load_zoo(path: Path) -> dict:
         models[name] = {
             "file": str(path.parent / entry["file"]),
             "input": entry["inputs"][0]["name"],
-            "preprocess": entry["preprocess"],
+            "preprocess": grey_normalisation(name, entry["preprocess"]),
             "accuracy": entry["accuracy"],
         }
     return {"labels": zoo["tasks"][TASK]["labels"], "models": models}
+
+
+def grey_normalisation(name: str, spec: dict) -> dict:
+    """The manifest's preprocessing (timm-style fields, as the worker reads them) as the
+    size and `(pixel * scale - mean) / std` this application applies; only the grey,
+    squashed, one-channel kind the fashion models use."""
+    channels, height, width = spec["input_size"]
+    if spec.get("colour") != "grey" or channels != 1 or spec.get("crop_mode", "squash") != "squash":
+        raise ValueError(f"{name}: only grey one-channel squashed images are supported: {spec}")
+    return {
+        "width": width,
+        "height": height,
+        # torchvision's ToTensor divides by 255 unless the manifest names a scale.
+        "scale": spec.get("scale", 1 / 255),
+        "mean": spec.get("mean", [0.0])[0],
+        "std": spec.get("std", [1.0])[0],
+    }
 
 
 class BadRequest(Exception):
