@@ -153,12 +153,12 @@ impl Master {
     }
 
     /// Times a round trip to a newly registered instance's readiness probe, in the
-    /// background, on the connection the first member call then reuses: its pool's
-    /// first overhead estimate, so that the first selection counts the hop before any
-    /// member call is measured. (Five warm probes and their median were tried: the
-    /// median of idle round trips, about 0.3 ms, is far below a member call's overhead
-    /// under load, about 3 ms, and made selection pick cheap models that then missed;
-    /// sim_vs_live's live accuracy met fell from 0.81 to 0.40.)
+    /// background, on a connection that member calls served by the same thread then
+    /// reuse: its pool's first overhead estimate, so that the first selection counts the
+    /// hop before any member call is measured. (Five warm probes and their median were
+    /// tried: the median of idle round trips, about 0.3 ms, is far below a member call's
+    /// overhead under load, about 3 ms, and made selection pick cheap models that then
+    /// missed; sim_vs_live's live accuracy met fell from 0.81 to 0.40.)
     pub fn probe(&self, model: &str, url: &str) {
         let Some(pool) = self.registry.pool(model) else {
             return;
