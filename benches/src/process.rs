@@ -142,21 +142,20 @@ pub async fn wait_for_workers(
     }
 }
 
-/// The sum of every sample of the Prometheus series `name` (all label sets) in the
-/// `/metrics` text of the process at `url`; 0 when it has none yet (a histogram appears
-/// at its first observation).
-pub async fn metric_sum(client: &reqwest::Client, url: &str, name: &str) -> anyhow::Result<f64> {
-    let text = client
+/// The `/metrics` text of the process at `url` (read once, then [`series_sum`] for each
+/// series needed).
+pub async fn metrics_text(client: &reqwest::Client, url: &str) -> anyhow::Result<String> {
+    Ok(client
         .get(format!("{url}/metrics"))
         .send()
         .await?
         .error_for_status()?
         .text()
-        .await?;
-    Ok(series_sum(&text, name))
+        .await?)
 }
 
-/// [`metric_sum`] on text already read.
+/// The sum of every sample of the Prometheus series `name` (all label sets) in `text`; 0
+/// when it has none yet (a histogram appears at its first observation).
 pub fn series_sum(text: &str, name: &str) -> f64 {
     text.lines()
         .filter(|line| {

@@ -51,6 +51,11 @@ pub fn us(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e6)
 }
 
+/// A goal's verdict as the benchmarks' tables print it.
+pub fn said(met: bool) -> &'static str {
+    if met { "met" } else { "not met" }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

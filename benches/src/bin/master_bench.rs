@@ -20,10 +20,11 @@ use anyhow::Context;
 use clap::{Parser, ValueEnum as _};
 use cocktail_benches::measured;
 use cocktail_benches::process::{
-    MASTER_FLAGS, admin_client, metric_sum, png_base64, secrets, start, wait_for_workers,
+    MASTER_FLAGS, admin_client, metrics_text, png_base64, secrets, series_sum, start,
+    wait_for_workers,
 };
 use cocktail_benches::procfs::{ProcessSet, cpu_between};
-use cocktail_benches::stats::{Summary, us};
+use cocktail_benches::stats::{Summary, said, us};
 use cocktail_common::{Input, TestSet, Zoo};
 use cocktail_master::serving::request::MemberWire;
 use indicatif::ProgressBar;
@@ -83,7 +84,6 @@ fn goals(
     client: &Summary,
     own: &Summary,
 ) -> String {
-    let said = |met: bool| if met { "met" } else { "not met" };
     match (scenario.ensemble, concurrency) {
         (true, 8) => format!(
             "CPU ≤ 400 µs: {}; master p50 ≤ 30, p99 ≤ 150 µs: {}",
@@ -102,7 +102,8 @@ fn goals(
 async fn inference_cpu(client: &reqwest::Client, urls: &[&str]) -> anyhow::Result<f64> {
     let mut total = 0.0;
     for url in urls {
-        total += metric_sum(client, url, "cocktail_worker_inference_cpu_seconds_sum").await?;
+        let text = metrics_text(client, url).await?;
+        total += series_sum(&text, "cocktail_worker_inference_cpu_seconds_sum");
     }
     Ok(total)
 }

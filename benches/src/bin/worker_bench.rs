@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use cocktail_benches::process::{metric_sum, png_base64, secrets, start};
-use cocktail_benches::stats::{Summary, us};
+use cocktail_benches::process::{metrics_text, png_base64, secrets, series_sum, start};
+use cocktail_benches::stats::{Summary, said, us};
 use cocktail_common::{Input, TestSet, Zoo};
 use cocktail_worker::preprocess::Preprocessor;
 use cocktail_worker::{Backend, OnnxBackend};
@@ -106,7 +106,6 @@ async fn main() -> anyhow::Result<()> {
             let http = Summary::of(&mut latencies);
             let overhead = http.p50.saturating_sub(in_process.p50);
             let ratio = http_rps / in_process_rps;
-            let said = |met: bool| if met { "met" } else { "not met" };
             // Issue 35: a lone call's overhead p50 ≤ 80 µs; at 32 clients ≥ 0.9 of
             // in-process ONNX Runtime's throughput.
             let goal = match concurrency {
@@ -139,14 +138,10 @@ async fn main() -> anyhow::Result<()> {
 
 /// The worker's request-duration histogram: (sum of seconds, count), from `/metrics`.
 async fn worker_time(client: &reqwest::Client, url: &str) -> anyhow::Result<(f64, f64)> {
+    let text = metrics_text(client, url).await?;
     Ok((
-        metric_sum(client, url, "cocktail_worker_request_duration_seconds_sum").await?,
-        metric_sum(
-            client,
-            url,
-            "cocktail_worker_request_duration_seconds_count",
-        )
-        .await?,
+        series_sum(&text, "cocktail_worker_request_duration_seconds_sum"),
+        series_sum(&text, "cocktail_worker_request_duration_seconds_count"),
     ))
 }
 
