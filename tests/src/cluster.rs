@@ -42,9 +42,9 @@ pub fn binary(name: &str) -> PathBuf {
 pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef";
 pub const CLUSTER_SECRET: &str = "test-cluster-secret-0123456789abcdef";
 
-/// Master flags for tests about what is answered, not how fast:
-/// generous member deadlines, no pseudo-labelling calls.
-pub const RELAXED: &[&str] = &["--deadline-grace-ms", "10000", "--pseudo-label-every", "0"];
+/// Master flags for tests that count the calls their requests make: no pseudo-labelling
+/// calls. Deadlines are the defaults a user gets (no grace; a late answer rather than none).
+pub const NO_PSEUDO_LABELS: &[&str] = &["--pseudo-label-every", "0"];
 
 /// A client that presents the tests' admin token on every request.
 pub fn admin_client() -> reqwest::Client {

@@ -586,15 +586,14 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
 
 /// The compose test's controller settings: predictive steps every 5 s, an instance's
 /// capacity computed with 2 s of overhead per request (so a few requests per second fill
-/// one, as paper-sized models would), idle instances recycled after 10 s, and deadlines
-/// with room for debug builds of 22 containers on two cores.
+/// one, as paper-sized models would) and idle instances recycled after 10 s. Deadlines are
+/// the defaults a user gets.
 const ELASTIC: &str = "services:
   master:
     environment:
       COCKTAIL_CONTROLLER_INTERVAL_S: \"5\"
       COCKTAIL_OVERHEAD_MS: \"2000\"
       COCKTAIL_IDLE_TIMEOUT_S: \"10\"
-      COCKTAIL_DEADLINE_GRACE_MS: \"1000\"
 ";
 
 /// Issue 17's faults across containers: under open-loop load the controller launches

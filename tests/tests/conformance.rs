@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use cocktail_tests::cluster::{ADMIN_TOKEN, CLUSTER_SECRET, Cluster, Process, RELAXED};
+use cocktail_tests::cluster::{ADMIN_TOKEN, CLUSTER_SECRET, Cluster, NO_PSEUDO_LABELS, Process};
 use cocktail_tests::workspace_root;
 use tokio::process::Command;
 
@@ -94,7 +94,7 @@ async fn schemathesis(what: &str, base: &str, filter: &[&str]) {
 async fn the_masters_serving_api_keeps_its_openapi_promises() {
     // The controller's routes are fuzzed here too: without a controller they answer the
     // documented 404 `no_controller`.
-    let cluster = Cluster::start(RELAXED, WORKERS).await;
+    let cluster = Cluster::start(NO_PSEUDO_LABELS, WORKERS).await;
     schemathesis(
         "master (serving)",
         &cluster.master.url,
@@ -105,7 +105,7 @@ async fn the_masters_serving_api_keeps_its_openapi_promises() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_masters_control_plane_keeps_its_openapi_promises() {
-    let cluster = Cluster::start(RELAXED, &[]).await;
+    let cluster = Cluster::start(NO_PSEUDO_LABELS, &[]).await;
     schemathesis(
         "master (control plane)",
         &cluster.master.url,
@@ -116,7 +116,7 @@ async fn the_masters_control_plane_keeps_its_openapi_promises() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_masters_controller_api_keeps_its_openapi_promises() {
-    let mut args = RELAXED.to_vec();
+    let mut args = NO_PSEUDO_LABELS.to_vec();
     args.extend([
         "--provider",
         "local",

@@ -36,8 +36,6 @@ const LOAD_STEP: &[&str] = &[
     "200",
     "--max-threads",
     "1",
-    "--deadline-grace-ms",
-    "5000",
     "--pseudo-label-every",
     "0",
 ];
@@ -219,8 +217,6 @@ async fn revoked_spot_instances_are_replaced_with_no_failed_request() {
             "200",
             "--max-threads",
             "1",
-            "--deadline-grace-ms",
-            "5000",
         ],
         &[],
     )
@@ -546,8 +542,6 @@ async fn a_cold_standby_covers_a_spot_interruption_and_is_stopped_again() {
             "300",
             "--max-threads",
             "1",
-            "--deadline-grace-ms",
-            "5000",
         ],
         &[],
     )

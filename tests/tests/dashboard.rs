@@ -25,7 +25,7 @@ use cocktail_benches::loadgen::{self, LoadgenConfig};
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_tests::cluster::{
-    ADMIN_TOKEN, Cluster, Process, RELAXED, managed_master_args, wait_for_models,
+    ADMIN_TOKEN, Cluster, NO_PSEUDO_LABELS, Process, managed_master_args, wait_for_models,
 };
 use cocktail_tests::{workspace_root, zoo_manifest};
 use reqwest::StatusCode;
@@ -60,7 +60,7 @@ async fn sign_in(client: &reqwest::Client, base: &str, token: &str) -> reqwest::
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_in_takes_the_admin_token_in_a_form_and_sets_a_strict_http_only_cookie() {
-    let cluster = Cluster::start(RELAXED, &[]).await;
+    let cluster = Cluster::start(NO_PSEUDO_LABELS, &[]).await;
     let base = cluster.master.url.clone();
     let client = plain_client();
 
@@ -434,9 +434,6 @@ async fn every_view_draws_live_data_in_a_headless_chromium() {
         &MODELS.join(","),
         "--controller-interval-s",
         "10",
-        // Debug builds of five workers on two cores: room for the machine's own hiccups.
-        "--deadline-grace-ms",
-        "200",
     ]);
     let master = Process::start("cocktail-master", &args).await;
     wait_for_models(

@@ -305,8 +305,6 @@ async fn the_controller_measures_ribbon_configurations_once_they_have_settled() 
         "2",
         "--controller-interval-s",
         "4",
-        "--deadline-grace-ms",
-        "100",
     ])
     .await;
     let items = fashion_items();

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use cocktail_tests::cluster::{Cluster, RELAXED, eventually, free_port};
+use cocktail_tests::cluster::{Cluster, NO_PSEUDO_LABELS, eventually, free_port};
 use cocktail_tests::workspace_root;
 use tokio::process::Command;
 
@@ -39,7 +39,7 @@ struct Target<'a> {
 async fn cluster_with_grpc(extra: &[&str]) -> (Cluster, u16) {
     let port = free_port();
     let port_flag = port.to_string();
-    let mut args = RELAXED.to_vec();
+    let mut args = NO_PSEUDO_LABELS.to_vec();
     args.extend(["--grpc-port", &port_flag]);
     args.extend(extra);
     let cluster = Cluster::start(&args, WORKERS).await;
@@ -96,7 +96,7 @@ async fn tritonclient(target: &Target<'_>, checks: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tritonclient_over_http_with_json_tensors_classifies_images_pixels_and_text() {
-    let cluster = Cluster::start(RELAXED, WORKERS).await;
+    let cluster = Cluster::start(NO_PSEUDO_LABELS, WORKERS).await;
     let target = Target {
         cluster: &cluster,
         grpc_port: None,
@@ -116,7 +116,7 @@ async fn tritonclient_over_http_with_json_tensors_classifies_images_pixels_and_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tritonclient_over_http_with_binary_tensors_classifies_images_pixels_and_text() {
-    let cluster = Cluster::start(RELAXED, WORKERS).await;
+    let cluster = Cluster::start(NO_PSEUDO_LABELS, WORKERS).await;
     let target = Target {
         cluster: &cluster,
         grpc_port: None,
@@ -159,7 +159,7 @@ const API_KEY: &str = "oip-clients-key-0123456789abcdef";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tritonclient_over_http_needs_the_api_key_when_the_master_has_keys() {
     let keys = api_keys_file("http", API_KEY);
-    let mut args = RELAXED.to_vec();
+    let mut args = NO_PSEUDO_LABELS.to_vec();
     let keys_flag = keys.display().to_string();
     args.extend(["--api-keys", &keys_flag]);
     let cluster = Cluster::start(&args, WORKERS).await;

@@ -103,7 +103,7 @@ impl Imds {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spot_notice_drains_the_worker_at_the_master() {
     let imds = Imds::start().await;
-    let cluster = Cluster::start(&["--deadline-grace-ms", "5000"], &[]).await;
+    let cluster = Cluster::start(&[], &[]).await;
     let imds_url = format!("http://127.0.0.1:{}", imds.port);
     let args: Vec<String> = [
         "--model",

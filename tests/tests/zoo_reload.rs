@@ -20,7 +20,7 @@ use cocktail_benches::process::worker_pids;
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
 use cocktail_tests::cluster::{
-    Cluster, Process, RELAXED, Signal, admin_client, admin_get, decisions, eventually,
+    Cluster, NO_PSEUDO_LABELS, Process, Signal, admin_client, admin_get, decisions, eventually,
     image_request, managed_master_args, png_base64, serving_workers, signal, wait_for_models,
 };
 use cocktail_tests::zoo_manifest;
@@ -377,7 +377,7 @@ async fn without_a_controller_a_reload_admits_the_new_models_workers_and_retires
     let zoo = TempZoo::new("static");
     zoo.write(&["linear", "lenet"], "");
     let manifest = zoo.manifest().display().to_string();
-    let args: Vec<&str> = RELAXED
+    let args: Vec<&str> = NO_PSEUDO_LABELS
         .iter()
         .copied()
         .chain(["--zoo", &manifest])

@@ -68,7 +68,7 @@ async fn members_late_for_the_target_give_a_late_answer_unless_deadlines_are_str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pinned_ensemble_is_served_as_named_and_bad_pins_name_the_field() {
-    let cluster = Cluster::start(RELAXED, &["mlp_med", "dwsep", "cnn_small"]).await;
+    let cluster = Cluster::start(&[], &["mlp_med", "dwsep", "cnn_small"]).await;
     let (images, _) = fashion_images(1);
     let request = |models: Value| {
         image_request(

@@ -5,11 +5,11 @@ use cocktail_common::oip::{self, tensor::bytes_raw};
 use cocktail_tests::cluster::{Cluster, image_request};
 use serde_json::{Value, json};
 
-use super::{RELAXED, fashion_images, outputs};
+use super::{fashion_images, outputs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_inputs_get_a_4xx_naming_the_field() {
-    let cluster = Cluster::start(RELAXED, &["mlp_med", "boe"]).await;
+    let cluster = Cluster::start(&[], &["mlp_med", "boe"]).await;
     let (images, _) = fashion_images(1);
     let ok = json!({ "latency_ms": 5, "accuracy": 0.5 });
     let image = |parameters: Value| image_request(&images, parameters);

@@ -34,10 +34,6 @@ const FAST_FASHION: &[&str] = &[
     "cnn_small",
 ];
 
-/// Generous deadlines: these machines are shared and debug builds are slow; the tests are
-/// about what is answered, not how fast.
-const RELAXED: &[&str] = &["--deadline-grace-ms", "10000"];
-
 /// The first `count` test images of the half selection does not estimate on, and their
 /// labels.
 fn fashion_images(count: usize) -> (Vec<String>, Vec<usize>) {
@@ -89,7 +85,7 @@ async fn metric(cluster: &Cluster, name_and_labels: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_and_a_sentence_are_classified_by_ensembles_shared_through_redis() {
     let redis = Redis::start().await;
-    let mut args = RELAXED.to_vec();
+    let mut args: Vec<&str> = Vec::new();
     let url = redis.url();
     args.extend(["--redis-url", &url, "--pseudo-label-every", "1"]);
     let cluster = Cluster::start(
@@ -262,7 +258,7 @@ async fn an_image_and_a_sentence_are_classified_by_ensembles_shared_through_redi
 async fn on_2000_labelled_images_the_ensemble_beats_the_best_single_candidate() {
     const ITEMS: usize = 2000;
     const BATCH: usize = 20;
-    let mut args = RELAXED.to_vec();
+    let mut args: Vec<&str> = Vec::new();
     // O2 looks at windows of 400 labelled items. No hedging: on a loaded machine a
     // hedge's substitute would vote instead of a member, and this is about selection.
     args.extend([
@@ -342,7 +338,7 @@ async fn on_2000_labelled_images_the_ensemble_beats_the_best_single_candidate() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn o2_shrinks_to_a_bare_majority_grows_when_accuracy_drops_and_reverts_what_did_not_help() {
-    let mut args = RELAXED.to_vec();
+    let mut args: Vec<&str> = Vec::new();
     args.extend(["--interval-requests", "10", "--pseudo-label-every", "0"]);
     let cluster = Cluster::start(&args, FAST_FASHION).await;
     let (images, _) = fashion_images(40);
@@ -422,9 +418,7 @@ async fn o2_shrinks_to_a_bare_majority_grows_when_accuracy_drops_and_reverts_wha
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_worker_under_load_loses_no_request() {
-    let mut args = RELAXED.to_vec();
-    args[1] = "2000"; // deadline grace: a dead member must not hold answers for 10 s
-    let mut cluster = Cluster::start(&args, &["mlp_med", "dwsep", "cnn_small"]).await;
+    let mut cluster = Cluster::start(&[], &["mlp_med", "dwsep", "cnn_small"]).await;
     let (images, _) = fashion_images(64);
     let parameters = json!({ "latency_ms": 50, "accuracy": 0.95 });
     let cluster_ref = &cluster;
@@ -480,13 +474,34 @@ async fn killing_a_worker_under_load_loses_no_request() {
         failed.first()
     );
     let degraded = answers.iter().filter(|(_, d, _)| *d).count();
-    println!("{} requests, {degraded} degraded", answers.len());
-    assert!(degraded > 0, "answers without dwsep must say degraded");
-    let sample = answers.iter().find(|(_, d, _)| *d).unwrap();
-    assert_eq!(
-        sample.2["parameters"]["failed"][0]["model"], "dwsep",
-        "{}",
-        sample.2
+    // Answers without dwsep say degraded and name it among the failed members, with its
+    // crash rather than a missed deadline (on a busy machine, members late for the
+    // 50 ms target are left out of the vote too, and say so).
+    let crashed = |body: &Value| {
+        body["parameters"]["failed"]
+            .as_array()
+            .is_some_and(|failed| {
+                failed
+                    .iter()
+                    .any(|f| f["model"] == "dwsep" && f["error"] != "missed the deadline")
+            })
+    };
+    let without_dwsep = answers
+        .iter()
+        .filter(|(_, d, body)| *d && crashed(body))
+        .count();
+    println!(
+        "{} requests, {degraded} degraded, {without_dwsep} for dwsep's crash",
+        answers.len()
+    );
+    assert!(
+        without_dwsep > 0,
+        "answers without dwsep must say degraded and name it: {:?}",
+        answers
+            .iter()
+            .rev()
+            .find(|(_, d, _)| *d)
+            .map(|(.., body)| body)
     );
 
     // A replacement registers and the ensemble is whole again.
@@ -505,7 +520,7 @@ async fn killing_a_worker_under_load_loses_no_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_keep_succeeding_when_redis_stops() {
     let mut redis = Redis::start().await;
-    let mut args = RELAXED.to_vec();
+    let mut args: Vec<&str> = Vec::new();
     let url = redis.url();
     args.extend(["--redis-url", &url]);
     let cluster = Cluster::start(&args, &["mlp_med", "dwsep", "cnn_small"]).await;
@@ -532,7 +547,7 @@ async fn requests_keep_succeeding_when_redis_stops() {
 async fn a_full_pool_spills_to_its_burst_instance() {
     use cocktail_tests::cluster::{Process, eventually};
     // dwsep's packing factor is 1 at one thread: a second concurrent request would wait.
-    let cluster = Cluster::start(RELAXED, &["dwsep"]).await;
+    let cluster = Cluster::start(&[], &["dwsep"]).await;
     let args: Vec<String> = [
         "--model",
         "dwsep",

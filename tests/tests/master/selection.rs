@@ -14,7 +14,7 @@ use cocktail_tests::cluster::{Cluster, eventually, image_request};
 use cocktail_tests::zoo_manifest;
 use serde_json::json;
 
-use super::{FIRST_SCORED, RELAXED, fashion_images, metric};
+use super::{FIRST_SCORED, fashion_images, metric};
 
 /// `GET /v2/models`' fashion models, by name: (profiled latency, predicted response time).
 async fn response_times(cluster: &Cluster) -> Vec<(String, f64, Option<f64>)> {
@@ -42,7 +42,7 @@ async fn response_times(cluster: &Cluster) -> Vec<(String, f64, Option<f64>)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn predicted_response_times_come_from_measured_calls_and_late_answers_are_violations() {
-    let mut args = RELAXED.to_vec();
+    let mut args: Vec<&str> = Vec::new();
     args.extend(["--pseudo-label-every", "0"]);
     let cluster = Cluster::start(&args, &["linear", "mlp_small"]).await;
     let (images, _) = fashion_images(20);
@@ -84,10 +84,12 @@ async fn predicted_response_times_come_from_measured_calls_and_late_answers_are_
     let (_, measured) = linear(&response_times(&cluster).await);
     assert!(measured > profiled + 0.02, "{measured} ms vs {profiled} ms");
 
-    // A target between the inference and the measured response time: the profiles say it
-    // can be met, so it is served (with the generous grace of these tests, by the model's
-    // late answer), and the late answer is an SLO violation.
-    let target = (profiled + measured.min(probed)) / 2.0;
+    // A target the profiled inference meets but no call can: 10 µs above the inference,
+    // less than any hop (the probe measured more than 20 µs). The profiles say it can be
+    // met, so it is served by the model's late answer, and the late answer is an SLO
+    // violation. (A target halfway to the measured response time was met by some calls
+    // on a loaded machine: one call's time varies by more than half of it.)
+    let target = profiled + 0.01;
     let violations = metric(&cluster, "cocktail_master_slo_violations_total").await;
     let (status, body) = cluster
         .post(
@@ -111,7 +113,7 @@ async fn measured_selection_chooses_what_greedy_selection_says_on_the_shadowed_i
     const SERVED: &[&str] = &["linear", "mlp_small", "mlp_med", "dwsep", "cnn_small"];
     const BATCH: usize = 16;
     const REQUESTS: usize = 8;
-    let mut args = RELAXED.to_vec();
+    let mut args: Vec<&str> = Vec::new();
     args.extend([
         "--selection",
         "measured",
