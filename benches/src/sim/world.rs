@@ -190,6 +190,24 @@ impl World {
         scaled
     }
 
+    /// The same world with each model's latency the response time a live master predicts
+    /// for it (`(model, ms)`: its inference plus the hop it measured, `/v2/models`'
+    /// `predicted_ms`), so that a replay chooses among them as that master does. A model
+    /// not named keeps its profile; a name the world does not have is an error.
+    pub fn with_response_times(&self, predicted: &[(String, f64)]) -> anyhow::Result<Self> {
+        let mut timed = self.clone();
+        for (model, ms) in predicted {
+            let m = self
+                .models
+                .iter()
+                .position(|name| name == model)
+                .ok_or_else(|| anyhow::anyhow!("task `{}` has no model `{model}`", self.task))?;
+            timed.candidates[m].latency_ms = *ms;
+        }
+        timed.types = workload::constraint_types(&timed.candidates);
+        Ok(timed)
+    }
+
     /// Appends the test items `shifted` holds answers for (a shifted copy of the scored
     /// half, such as a corruption) after the test set's own: they get the next item
     /// indices. What selection estimates on ([`World::recorded`]) stays the clean first
@@ -296,5 +314,25 @@ mod tests {
             }
             eprintln!("{task}: {ties} vectors with a tie at 4 places");
         }
+    }
+
+    #[test]
+    fn response_times_replace_the_named_models_latencies_only() {
+        let zoo = Zoo::load(Zoo::locate(None).unwrap()).unwrap();
+        let world = World::load(&zoo, "sentiment").unwrap();
+        let (first, second) = (world.models[0].clone(), world.models[1].clone());
+        let timed = world
+            .with_response_times(&[(second.clone(), 1.25)])
+            .unwrap();
+        assert_eq!(timed.candidates[1].latency_ms, 1.25);
+        assert_eq!(
+            timed.candidates[0], world.candidates[0],
+            "{first} kept its profile"
+        );
+        assert_eq!(timed.candidates[1].accuracy, world.candidates[1].accuracy);
+        let unknown = world
+            .with_response_times(&[("no-such-model".to_owned(), 1.0)])
+            .unwrap_err();
+        assert!(unknown.to_string().contains("no-such-model"), "{unknown}");
     }
 }
