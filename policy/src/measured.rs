@@ -10,14 +10,16 @@
 //! most accurate one). Until the buffer
 //! holds [`MIN_ITEMS`] items, O1 chooses.
 //!
-//! The vote counted is the plain majority with ties to the most accurate voter
-//! ([`majority_vote`]): the rule the recorded estimate uses and the master's default vote
-//! (`Scheme::Majority`). A request that asks for the weighted vote gets the same members
-//! voted differently.
+//! The vote counted is the one the master casts, as the recorded estimate counts it
+//! ([`Recorded::rule`]): the plain majority with ties to the most accurate voter
+//! ([`majority_vote`], the default `Scheme::Majority`), or, when the master votes with
+//! `average`, the highest mean probability ([`soft_vote`]) on the items whose every member
+//! sent its probability vector. A request that asks for another scheme gets the same
+//! members voted differently.
 
 use std::collections::VecDeque;
 
-use crate::estimate::{Recorded, majority_vote};
+use crate::estimate::{Recorded, Rule, majority_vote, soft_vote};
 use crate::selection::{self, Candidate, Constraint};
 
 /// Labelled items a buffer keeps: enough for a standard error of about 1.4 points on
@@ -63,59 +65,74 @@ impl Buffer {
         self.items.is_empty()
     }
 
-    /// The share of items on which the majority of `members` is right, among the items
-    /// every one of them answered (a shadow call that failed says nothing about the
-    /// vote); `None` when there is no such item.
-    pub fn accuracy(&self, members: &[usize], accuracy: &[f64]) -> Option<f64> {
+    /// The share of items on which the vote of `members` under `rule` is right, among
+    /// the items every one of them answered (with its probability vector, for a soft
+    /// vote): a shadow call that failed says nothing about the vote. `None` when there is
+    /// no such item.
+    pub fn accuracy(&self, members: &[usize], accuracy: &[f64], rule: Rule) -> Option<f64> {
         let mut tally = Vec::with_capacity(members.len());
-        let mut votes = Vec::with_capacity(members.len());
+        let mut sums = Vec::new();
         let (mut counted, mut right) = (0_usize, 0_usize);
         for item in &self.items {
-            votes.clear();
-            for &m in members {
-                match item.answers.get(m).copied().flatten() {
-                    Some(class) => votes.push((class, accuracy.get(m).copied().unwrap_or(0.0))),
-                    None => break,
+            let ballots: Option<Vec<(u16, f64, &[f32])>> = members
+                .iter()
+                .map(|&m| {
+                    let class = item.answers.get(m).copied().flatten()?;
+                    let row = match rule {
+                        Rule::Majority => &[][..],
+                        Rule::Soft => item.probabilities.get(m)?.as_deref()?,
+                    };
+                    Some((class, accuracy.get(m).copied().unwrap_or(0.0), row))
+                })
+                .collect();
+            let Some(ballots) = ballots else { continue };
+            let vote = match rule {
+                Rule::Majority => {
+                    majority_vote(ballots.iter().map(|&(c, a, _)| (c, a)), &mut tally)
+                        .map(usize::from)
                 }
-            }
-            if votes.len() < members.len() {
-                continue;
-            }
+                Rule::Soft => soft_vote(ballots.iter().map(|&(c, a, row)| (row, c, a)), &mut sums),
+            };
             counted += 1;
-            right +=
-                usize::from(majority_vote(votes.iter().copied(), &mut tally) == Some(item.label));
+            right += usize::from(vote == Some(usize::from(item.label)));
         }
         (counted > 0).then(|| right as f64 / counted as f64)
     }
 
-    /// How many items `model` answered.
-    fn answered_by(&self, model: usize) -> usize {
+    /// How many items `model` answered (with its probability vector, for a soft vote).
+    fn answered_by(&self, model: usize, rule: Rule) -> usize {
         self.items
             .iter()
-            .filter(|i| i.answers.get(model).copied().flatten().is_some())
+            .filter(|i| {
+                i.answers.get(model).copied().flatten().is_some()
+                    && (rule == Rule::Majority
+                        || i.probabilities.get(model).is_some_and(Option::is_some))
+            })
             .count()
     }
 }
 
 /// The ensemble for `constraint` from what the buffer measured: greedy forward selection
 /// over the candidates whose predicted response time fits (`models`' latencies) and that
-/// answered at least half of the buffer's items. O1 ([`selection::initial`]) while the
-/// buffer is smaller than [`MIN_ITEMS`].
+/// answered at least half of the buffer's items, each prefix scored by the vote the
+/// master casts (`recorded`'s rule; the majority without it). O1
+/// ([`selection::initial`]) while the buffer is smaller than [`MIN_ITEMS`].
 pub fn select(
     models: &[Candidate],
     constraint: &Constraint,
     buffer: &Buffer,
     recorded: Option<&Recorded>,
 ) -> Vec<usize> {
+    let rule = recorded.map_or(Rule::Majority, Recorded::rule);
     let pool: Vec<usize> = selection::candidates(models, constraint)
         .into_iter()
-        .filter(|&m| 2 * buffer.answered_by(m) >= buffer.len())
+        .filter(|&m| 2 * buffer.answered_by(m, rule) >= buffer.len())
         .collect();
     if buffer.len() < MIN_ITEMS || pool.is_empty() {
         return selection::initial(models, constraint, recorded);
     }
     let accuracy: Vec<f64> = models.iter().map(|m| m.accuracy).collect();
-    let score = |members: &[usize]| buffer.accuracy(members, &accuracy).unwrap_or(0.0);
+    let score = |members: &[usize]| buffer.accuracy(members, &accuracy, rule).unwrap_or(0.0);
     // The buffer's sampling error at the target: a prefix must clear it to count as
     // meeting the target.
     let n = buffer.len() as f64;
@@ -215,7 +232,10 @@ mod tests {
         // Errors on different items: any two of 0, 1, 2 cover each other's mistakes only
         // with a third, and three reach 100 % on the buffer.
         let b = buffer(200, &[0..24, 30..58, 60..90, 100..132], true);
-        assert_eq!(b.accuracy(&[0], &[0.88, 0.86, 0.85, 0.84]), Some(0.88));
+        assert_eq!(
+            b.accuracy(&[0], &[0.88, 0.86, 0.85, 0.84], Rule::Majority),
+            Some(0.88)
+        );
         let picked = select(&models, &constraint(0.95), &b, None);
         assert_eq!(picked.len(), 3, "{picked:?}");
         assert!(picked.contains(&0), "the most accurate first: {picked:?}");
@@ -229,9 +249,55 @@ mod tests {
         // model 0 there, so the best vote is model 0 alone, though 1 and 2 are accurate.
         let models = [model(1.0, 0.90), model(1.0, 0.89), model(1.0, 0.89)];
         let b = buffer(200, &[0..20, 100..122, 100..122], false);
-        let all = b.accuracy(&[0, 1, 2], &[0.9, 0.89, 0.89]).unwrap();
+        let all = b
+            .accuracy(&[0, 1, 2], &[0.9, 0.89, 0.89], Rule::Majority)
+            .unwrap();
         assert!(all < 0.9, "{all}");
         assert_eq!(select(&models, &constraint(0.95), &b, None), [0]);
+    }
+
+    #[test]
+    fn under_the_average_scheme_prefixes_are_scored_by_the_soft_vote() {
+        // 200 items of class 0. Models 0 and 1 err on 20 items each, apart, with little
+        // confidence; model 2 errs on both sets, hesitantly too. Their majority loses
+        // the 40 items; their mean probability wins them back.
+        let (unsure, sure) = ([0.4_f32, 0.6], [0.95_f32, 0.05]);
+        let wrong = [0..20, 20..40, 0..40];
+        let mut b = Buffer::default();
+        for i in 0..200 {
+            let answer = |m: usize| wrong[m].contains(&i);
+            b.push(Labelled {
+                label: 0,
+                answers: (0..3).map(|m| Some(u16::from(answer(m)))).collect(),
+                probabilities: (0..3)
+                    .map(|m| Some(if answer(m) { unsure } else { sure }.to_vec()))
+                    .collect(),
+            });
+        }
+        let accuracy = [0.9, 0.89, 0.8];
+        assert_eq!(b.accuracy(&[0, 1, 2], &accuracy, Rule::Majority), Some(0.8));
+        assert_eq!(b.accuracy(&[0, 1, 2], &accuracy, Rule::Soft), Some(1.0));
+        let models = [model(1.0, 0.9), model(1.0, 0.89), model(1.0, 0.8)];
+        let majority = Recorded::new(vec![Some(vec![0]); 3], vec![0]);
+        assert_eq!(
+            select(&models, &constraint(0.95), &b, Some(&majority)),
+            [0],
+            "no majority meets the target: the best alone"
+        );
+        let soft = majority.soft(2, vec![Some(vec![1.0, 0.0]); 3]);
+        assert_eq!(select(&models, &constraint(0.95), &b, Some(&soft)), [0, 1]);
+
+        // An item without a member's vector says nothing about their soft vote.
+        b.push(Labelled {
+            label: 0,
+            answers: vec![Some(1), Some(1), Some(1)],
+            probabilities: vec![None, Some(unsure.to_vec()), Some(unsure.to_vec())],
+        });
+        assert_eq!(b.accuracy(&[0, 1, 2], &accuracy, Rule::Soft), Some(1.0));
+        assert_eq!(
+            b.accuracy(&[1, 2], &accuracy, Rule::Soft),
+            Some(180.0 / 201.0)
+        );
     }
 
     #[test]

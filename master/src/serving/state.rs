@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::config::Interval;
+use crate::serving::dispatch::MemberAnswer;
 use crate::serving::tasks::TaskTable;
 use cocktail_policy::ensemble::Ensemble;
 use cocktail_policy::estimate::Recorded;
@@ -209,8 +210,8 @@ pub struct Answered {
     pub state: Arc<Mutex<KeyState>>,
     pub generation: u64,
     pub members: Vec<usize>,
-    /// `[slot][item]`: each member's class per item, `None` when it gave no answer.
-    pub member_classes: Vec<Option<Vec<usize>>>,
+    /// `[slot]`: each member's answer for every item, `None` when it gave none.
+    pub member_answers: Vec<Option<MemberAnswer>>,
     pub ensemble: Vec<usize>,
     pub winning_votes: Vec<usize>,
 }
@@ -222,8 +223,8 @@ impl Answered {
         {
             let mut weights = self.task.weights.write();
             for (slot, &model) in self.members.iter().enumerate() {
-                if let Some(Some(classes)) = self.member_classes.get(slot) {
-                    for (&label, &class) in labels.iter().zip(classes) {
+                if let Some(Some(answer)) = self.member_answers.get(slot) {
+                    for (&label, &class) in labels.iter().zip(&answer.classes) {
                         weights.record(model, label, class);
                     }
                 }
@@ -232,9 +233,9 @@ impl Answered {
         let mut state = self.state.lock();
         for (item, &label) in labels.iter().enumerate() {
             let per_member: Vec<Option<usize>> = self
-                .member_classes
+                .member_answers
                 .iter()
-                .map(|c| c.as_ref().and_then(|c| c.get(item).copied()))
+                .map(|a| a.as_ref().and_then(|a| a.classes.get(item).copied()))
                 .collect();
             if let (Some(&ensemble), Some(&votes)) =
                 (self.ensemble.get(item), self.winning_votes.get(item))
@@ -251,13 +252,13 @@ impl Answered {
     /// per item, the class enough of the *others* gave ([`voting::pseudo_labels`]), never
     /// its own vote. Pseudo-labels do not reach O2's window: its decisions rest on real
     /// labels only.
-    pub fn learn_pseudo(&self, votes: &[(usize, Vec<usize>)], items: usize) {
+    pub fn learn_pseudo(&self, votes: &[(usize, MemberAnswer)], items: usize) {
         let mut learned = 0_u64;
         let mut weights = self.task.weights.write();
         for item in 0..items {
             let Some(classes) = votes
                 .iter()
-                .map(|(_, c)| c.get(item).copied())
+                .map(|(_, a)| a.classes.get(item).copied())
                 .collect::<Option<Vec<usize>>>()
             else {
                 continue;
@@ -328,6 +329,14 @@ impl Recent {
 mod tests {
     use super::*;
     use cocktail_policy::selection::Objective;
+
+    /// An answer of `classes`, one per item, without probability vectors.
+    fn classes(classes: Vec<usize>) -> MemberAnswer {
+        MemberAnswer {
+            classes,
+            probabilities: Vec::new(),
+        }
+    }
 
     fn constraint() -> Constraint {
         Constraint {
@@ -418,12 +427,14 @@ mod tests {
             state,
             generation: 0,
             members: vec![0, 1],
-            member_classes: vec![Some(vec![1]), Some(vec![0])],
+            member_answers: vec![Some(classes(vec![1])), Some(classes(vec![0]))],
             ensemble: vec![1],
             winning_votes: vec![1],
         };
         // Members 0 and 1 and shadow candidates 2 and 3: three say 1, model 1 says 0.
-        answered.learn_pseudo(&[(0, vec![1]), (1, vec![0]), (2, vec![1]), (3, vec![1])], 1);
+        let votes = [1, 0, 1, 1].map(|class| classes(vec![class]));
+        let votes: Vec<(usize, MemberAnswer)> = votes.into_iter().enumerate().collect();
+        answered.learn_pseudo(&votes, 1);
         let weights = answered.task.weights.read();
         // Model 1 learns it was wrong about 1 (all three others agree)...
         assert!(weights.weight(1, 1) < 0.85, "{}", weights.weight(1, 1));
@@ -484,7 +495,7 @@ mod tests {
             state,
             generation: 0,
             members: vec![0],
-            member_classes: vec![Some(vec![1])],
+            member_answers: vec![Some(classes(vec![1]))],
             ensemble: vec![1],
             winning_votes: vec![1],
         };

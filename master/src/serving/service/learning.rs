@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use super::{Master, Resolved, names};
 use crate::error::MasterError;
-use crate::serving::dispatch::call_member;
+use crate::serving::dispatch::{MemberAnswer, call_member};
 use crate::serving::failover::Slot;
 use crate::serving::request::ValidRequest;
 use crate::serving::state::{Answered, ConstraintKey, KeyState};
@@ -39,12 +39,12 @@ impl Master {
             state: Arc::clone(state),
             generation: resolved.generation,
             // A substitute's answer is not its member's: the member's slot learns nothing.
-            member_classes: resolved
+            member_answers: resolved
                 .members
                 .iter()
                 .zip(slots)
                 .map(|(&member, slot)| match &slot.answer {
-                    Ok((model, a)) if *model == member => Some(a.classes.clone()),
+                    Ok((model, a)) if *model == member => Some(a.clone()),
                     _ => None,
                 })
                 .collect(),
@@ -132,7 +132,8 @@ impl Master {
 
     /// Under measured selection, every n-th labelled request also goes to the
     /// candidates outside the ensemble, in the background; the items, with every
-    /// candidate's answer and their labels, join the constraint's buffer.
+    /// candidate's answer (its class and probability vector) and their labels, join the
+    /// constraint's buffer.
     fn maybe_measure(
         &self,
         record: &Answered,
@@ -152,21 +153,30 @@ impl Master {
         }
         let asking = self.ask_the_others(record, request, deadline);
         let (state, labels) = (Arc::clone(&record.state), labels.to_vec());
-        let models = record.task.models.len();
+        let (models, classes) = (record.task.models.len(), record.task.labels.len());
         tokio::spawn(async move {
             let all = asking.await;
             let mut state = state.lock();
             for (item, &label) in labels.iter().enumerate() {
                 let mut answers = vec![None; models];
-                for (m, classes) in &all {
-                    if let (Some(slot), Some(&class)) = (answers.get_mut(*m), classes.get(item)) {
+                // Each answer's vector for the item, which soft votes are scored on.
+                let mut probabilities = vec![None; models];
+                for (m, answer) in &all {
+                    if let (Some(slot), Some(&class)) =
+                        (answers.get_mut(*m), answer.classes.get(item))
+                    {
                         *slot = u16::try_from(class).ok();
+                    }
+                    if let (Some(slot), Some(row)) = (
+                        probabilities.get_mut(*m),
+                        answer
+                            .probabilities
+                            .get(item * classes..(item + 1) * classes),
+                    ) {
+                        *slot = Some(row.to_vec());
                     }
                 }
                 if let Ok(label) = u16::try_from(label) {
-                    // Measured selection scores plain majorities; the shadow calls keep
-                    // the classes only.
-                    let probabilities = Vec::new();
                     state.remember(Labelled {
                         label,
                         answers,
@@ -184,7 +194,7 @@ impl Master {
         record: &Answered,
         request: &ValidRequest,
         deadline: Instant,
-    ) -> impl std::future::Future<Output = Vec<(usize, Vec<usize>)>> + Send + 'static {
+    ) -> impl std::future::Future<Output = Vec<(usize, MemberAnswer)>> + Send + 'static {
         let others: Vec<usize> = {
             let s = record.state.lock();
             s.pool
@@ -193,11 +203,11 @@ impl Master {
                 .filter(|m| !record.members.contains(m))
                 .collect()
         };
-        let known: Vec<(usize, Vec<usize>)> = record
+        let known: Vec<(usize, MemberAnswer)> = record
             .members
             .iter()
-            .zip(&record.member_classes)
-            .filter_map(|(&m, classes)| classes.clone().map(|c| (m, c)))
+            .zip(&record.member_answers)
+            .filter_map(|(&m, answer)| answer.clone().map(|a| (m, a)))
             .collect();
         let task = Arc::clone(&record.task);
         let (clients, registry_pool) = (self.clients.clone(), Arc::clone(&self.registry));
@@ -233,7 +243,7 @@ impl Master {
             let mut all = known;
             for (&m, r) in others.iter().zip(shadow) {
                 if let Ok(answer) = r {
-                    all.push((m, answer.classes));
+                    all.push((m, answer));
                 }
             }
             all
