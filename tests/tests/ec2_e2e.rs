@@ -290,10 +290,6 @@ async fn the_master_serves_from_spot_fleets_replaces_interrupted_instances_and_c
         "6",
         "--register-timeout-s",
         "60",
-        // The instances moto "runs" are debug-build workers launched on this host while
-        // the test checks what is launched and served, not how fast: generous deadlines.
-        "--deadline-grace-ms",
-        "2000",
         "--pseudo-label-every",
         "0",
     ]
