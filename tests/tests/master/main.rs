@@ -85,9 +85,8 @@ async fn metric(cluster: &Cluster, name_and_labels: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_and_a_sentence_are_classified_by_ensembles_shared_through_redis() {
     let redis = Redis::start().await;
-    let mut args: Vec<&str> = Vec::new();
     let url = redis.url();
-    args.extend(["--redis-url", &url, "--pseudo-label-every", "1"]);
+    let args = ["--redis-url", url.as_str(), "--pseudo-label-every", "1"];
     let cluster = Cluster::start(
         &args,
         &["mlp_med", "dwsep", "cnn_small", "boe", "boe_mlp", "gru"],
@@ -258,17 +257,16 @@ async fn an_image_and_a_sentence_are_classified_by_ensembles_shared_through_redi
 async fn on_2000_labelled_images_the_ensemble_beats_the_best_single_candidate() {
     const ITEMS: usize = 2000;
     const BATCH: usize = 20;
-    let mut args: Vec<&str> = Vec::new();
     // O2 looks at windows of 400 labelled items. No hedging: on a loaded machine a
     // hedge's substitute would vote instead of a member, and this is about selection.
-    args.extend([
+    let args = [
         "--interval-requests",
         "20",
         "--pseudo-label-every",
         "0",
         "--hedge-min-ms",
         "60000",
-    ]);
+    ];
     let cluster = Cluster::start(&args, FAST_FASHION).await;
     let (images, labels) = fashion_images(ITEMS);
 
@@ -338,8 +336,7 @@ async fn on_2000_labelled_images_the_ensemble_beats_the_best_single_candidate() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn o2_shrinks_to_a_bare_majority_grows_when_accuracy_drops_and_reverts_what_did_not_help() {
-    let mut args: Vec<&str> = Vec::new();
-    args.extend(["--interval-requests", "10", "--pseudo-label-every", "0"]);
+    let args = ["--interval-requests", "10", "--pseudo-label-every", "0"];
     let cluster = Cluster::start(&args, FAST_FASHION).await;
     let (images, _) = fashion_images(40);
     let key = "fashion|50|0.99|accuracy";
@@ -520,9 +517,8 @@ async fn killing_a_worker_under_load_loses_no_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_keep_succeeding_when_redis_stops() {
     let mut redis = Redis::start().await;
-    let mut args: Vec<&str> = Vec::new();
     let url = redis.url();
-    args.extend(["--redis-url", &url]);
+    let args = ["--redis-url", url.as_str()];
     let cluster = Cluster::start(&args, &["mlp_med", "dwsep", "cnn_small"]).await;
     let (images, _) = fashion_images(1);
     let ask = |accuracy: f64| {

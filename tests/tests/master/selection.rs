@@ -6,9 +6,10 @@
 
 use std::time::Duration;
 
+use cocktail_benches::sim::World;
 use cocktail_common::{Predictions, Probabilities, Zoo};
 use cocktail_policy::estimate::Recorded;
-use cocktail_policy::measured::{self, Buffer, Labelled};
+use cocktail_policy::measured::{self, Buffer};
 use cocktail_policy::selection::{self, Candidate, Constraint, Objective};
 use cocktail_tests::cluster::{Cluster, eventually, image_request};
 use cocktail_tests::zoo_manifest;
@@ -42,9 +43,7 @@ async fn response_times(cluster: &Cluster) -> Vec<(String, f64, Option<f64>)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn predicted_response_times_come_from_measured_calls_and_late_answers_are_violations() {
-    let mut args: Vec<&str> = Vec::new();
-    args.extend(["--pseudo-label-every", "0"]);
-    let cluster = Cluster::start(&args, &["linear", "mlp_small"]).await;
+    let cluster = Cluster::start(&["--pseudo-label-every", "0"], &["linear", "mlp_small"]).await;
     let (images, _) = fashion_images(20);
     let before = response_times(&cluster).await;
     let linear = |times: &[(String, f64, Option<f64>)]| {
@@ -203,45 +202,20 @@ async fn measured_selection(scheme: &str) -> (Vec<String>, Vec<String>, Vec<Stri
     assert_eq!(buffered().await, items as u64);
 
     // The same selection, computed here on the same items from the recorded answers
-    // and vectors (ONNX Runtime answers as it did when they were recorded).
+    // and vectors (ONNX Runtime answers as it did when they were recorded): each item as
+    // the simulator's shadow calls to the served models return it.
     let zoo = Zoo::load(zoo_manifest()).unwrap();
     let entries: Vec<_> = zoo.models_for("fashion").collect();
-    let names: Vec<String> = entries.iter().map(|m| m.name.clone()).collect();
     let candidates = served(&entries, SERVED);
-    let file = zoo.task("fashion").unwrap().predictions.clone().unwrap();
-    let recorded = Predictions::load(&zoo.resolve(&file)).unwrap();
-    let vectors = Probabilities::load(
-        &zoo.resolve(&cocktail_common::predictions::probabilities_path(&file)),
-        &names,
-        recorded.len(),
-    )
-    .unwrap();
-    let row = |m: usize, item: usize| {
-        let c = vectors.classes;
-        vectors.values[m][item * c..(item + 1) * c].to_vec()
-    };
+    let world = World::load(&zoo, "fashion").unwrap();
+    let asked: Vec<usize> = (0..world.models.len())
+        .filter(|&m| SERVED.contains(&world.models[m].as_str()))
+        .collect();
     let mut buffer = Buffer::default();
     for (i, &label) in labels.iter().enumerate() {
-        buffer.push(Labelled {
-            label: label as u16,
-            answers: entries
-                .iter()
-                .map(|m| {
-                    SERVED.contains(&m.name.as_str()).then(|| {
-                        recorded.classes[recorded.model_index(&m.name).unwrap()][FIRST_SCORED + i]
-                    })
-                })
-                .collect(),
-            probabilities: entries
-                .iter()
-                .enumerate()
-                .map(|(m, entry)| {
-                    SERVED
-                        .contains(&entry.name.as_str())
-                        .then(|| row(m, FIRST_SCORED + i))
-                })
-                .collect(),
-        });
+        let item = world.labelled(FIRST_SCORED + i, &asked);
+        assert_eq!(usize::from(item.label), label, "item {i}");
+        buffer.push(item);
     }
     let constraint = Constraint {
         latency_ms,
