@@ -87,8 +87,9 @@ struct Outcome {
     kind: usize,
     latency: Duration,
     status: u16,
-    /// Why no HTTP answer came (status 0): the client's error chain.
-    transport_error: Option<String>,
+    /// Why it failed: the client's error chain when no HTTP answer came (status 0), else
+    /// the status and the answer's `error`.
+    error: Option<String>,
     correct: bool,
     models: usize,
     degraded: bool,
@@ -115,8 +116,9 @@ pub struct LoadReport {
     pub answered: u64,
     /// Non-2xx answers and transport errors, by status (0: no HTTP answer).
     pub errors: std::collections::BTreeMap<u16, u64>,
-    /// Why the first request without an HTTP answer got none.
-    pub first_transport_error: Option<String>,
+    /// Why the first failed request failed: its transport error, or its status and the
+    /// answer's `error`.
+    pub first_error: Option<String>,
     /// Arrivals not sent because `max_in_flight` requests were outstanding.
     pub dropped: u64,
     pub duration_s: f64,
@@ -284,14 +286,13 @@ pub async fn run(
                 request = request.bearer_auth(key.expose());
             }
             let answer = request.send().await;
-            let (status, value, transport_error) = match answer {
+            let (status, value, error) = match answer {
                 Ok(response) => {
-                    let status = response.status().as_u16();
-                    (
-                        status,
-                        response.json::<Value>().await.unwrap_or(Value::Null),
-                        None,
-                    )
+                    let status = response.status();
+                    let value = response.json::<Value>().await.unwrap_or(Value::Null);
+                    let error = (!status.is_success())
+                        .then(|| format!("{status}: {}", value["error"].as_str().unwrap_or("")));
+                    (status.as_u16(), value, error)
                 }
                 Err(e) => (0, Value::Null, Some(cocktail_service::net::error_chain(&e))),
             };
@@ -331,7 +332,7 @@ pub async fn run(
                 latency,
                 times: times(latency, parameters),
                 status,
-                transport_error,
+                error,
                 correct: class == Some(label as u64),
                 models: parameters["models"].as_array().map_or(0, Vec::len),
                 degraded: parameters["degraded"].as_bool().unwrap_or(false),
@@ -364,7 +365,7 @@ struct Tally {
     latencies: Vec<f32>,
     times: Vec<AnswerTimes>,
     errors: std::collections::BTreeMap<u16, u64>,
-    first_transport_error: Option<String>,
+    first_error: Option<String>,
     answered: u64,
     violations: u64,
     correct: u64,
@@ -381,7 +382,7 @@ impl Tally {
             latencies: Vec::new(),
             times: Vec::new(),
             errors: Default::default(),
-            first_transport_error: None,
+            first_error: None,
             answered: 0,
             violations: 0,
             correct: 0,
@@ -401,8 +402,8 @@ impl Tally {
         if !ok {
             *self.errors.entry(o.status).or_default() += 1;
         }
-        if self.first_transport_error.is_none() {
-            self.first_transport_error.clone_from(&o.transport_error);
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&o.error);
         }
         if !ok || ms > deadline_ms {
             self.violations += 1;
@@ -446,7 +447,7 @@ impl Tally {
             sent,
             answered: self.answered,
             errors: self.errors,
-            first_transport_error: self.first_transport_error,
+            first_error: self.first_error,
             dropped,
             duration_s,
             achieved_rate: sent as f64 / duration_s.max(1e-9),

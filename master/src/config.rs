@@ -65,7 +65,7 @@ pub struct MasterConfig {
     /// The CAs trusted for https workers' certificates: the cluster's own (which signs
     /// provider-launched workers') and `--tls-ca`.
     pub tls_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
-    /// The earliest a slow member is hedged with a substitute.
+    /// The earliest a slow member is hedged (on another instance or with a substitute).
     pub hedge_min: Duration,
     /// How inputs and answers travel between the master and its members.
     pub member_wire: crate::serving::request::MemberWire,

@@ -81,8 +81,8 @@ struct Args {
     /// the target counts as an SLO violation either way.
     #[arg(long, env = "COCKTAIL_DEADLINE_GRACE_MS", default_value_t = 0)]
     deadline_grace_ms: u64,
-    /// Milliseconds a member must be late before it is hedged with a substitute (at
-    /// least; four of its pool's typical call times otherwise).
+    /// Milliseconds a member must be late before it is hedged on another instance of its
+    /// pool or with a substitute (at least; four of its pool's typical call times otherwise).
     #[arg(long, env = "COCKTAIL_HEDGE_MIN_MS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     hedge_min_ms: u64,
     /// How inputs and answers travel to and from members: `binary` (Triton's binary

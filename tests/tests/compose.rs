@@ -704,8 +704,9 @@ async fn worker_containers_scale_with_the_load_and_faults_fail_no_request() {
     let failed = report.errors.values().sum::<u64>() + report.dropped;
     eprintln!(
         "containers: {at_rest} at rest, {peak} under load; a killed and a cut-off container \
-         replaced after {replaced:?}; {} requests, {failed} failed {:?}, {} degraded, p99 {:.0} ms",
-        report.sent, report.errors, report.degraded, report.latency_ms.p99
+         replaced after {replaced:?}; {} requests, {failed} failed {:?} (first: {:?}), {} degraded, \
+         p99 {:.0} ms",
+        report.sent, report.errors, report.first_error, report.degraded, report.latency_ms.p99
     );
     assert_eq!(failed, 0, "{report:?}");
     for took in &replaced {

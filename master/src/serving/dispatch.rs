@@ -9,8 +9,36 @@ use cocktail_common::oip::tensor::{self, WireError};
 use cocktail_common::oip::{ErrorBody, binary};
 use cocktail_service::net::error_chain;
 
+use parking_lot::Mutex;
+
 use crate::serving::registry::{Instance, NoSlot, Registry};
 use crate::serving::request::MemberBody;
+use crate::serving::tasks::TaskTable;
+
+/// The instances one slot's calls went to (sent, failed or in flight), shared by the
+/// slot's retries and its hedge so that each goes to an instance not asked yet: a hedge
+/// of a member on a hung instance goes to another instance of the same pool.
+#[derive(Debug, Default)]
+pub struct Asked(Mutex<Vec<Arc<Instance>>>);
+
+impl Asked {
+    fn snapshot(&self) -> Vec<Arc<Instance>> {
+        self.0.lock().clone()
+    }
+
+    fn add(&self, instance: &Arc<Instance>) {
+        self.0.lock().push(Arc::clone(instance));
+    }
+
+    /// Whether a call of the slot went to one of `model`'s instances and another of them
+    /// has a free slot now: a hedge there need not queue (a call still queued for a slot
+    /// is not hedged on its own pool, which would only queue twice).
+    pub fn elsewhere(&self, registry: &Registry, model: &str) -> bool {
+        let asked = self.snapshot();
+        asked.iter().any(|i| i.model == model)
+            && registry.pool(model).is_some_and(|p| p.free_besides(&asked))
+    }
+}
 
 /// One member's answer for every item.
 #[derive(Debug, Clone)]
@@ -64,84 +92,100 @@ impl std::fmt::Display for MemberError {
 /// worker): a call late for its request goes on in the background until then.
 const HUNG_AFTER: Duration = Duration::from_secs(1);
 
-/// Calls `model`'s pool with `body` until an answer, a client error or the deadline.
-pub async fn call_member(
-    client: &reqwest::Client,
-    registry: &Registry,
-    model: &str,
-    body: &MemberBody,
-    deadline: Instant,
-    items: usize,
-    classes: usize,
-) -> Result<MemberAnswer, MemberError> {
-    let began = Instant::now();
-    let pool = registry.pool(model).ok_or(MemberError::NoInstance)?;
-    pool.record_batch(items);
-    let mut tried: Vec<Arc<Instance>> = Vec::new();
-    let mut last_error = MemberError::NoInstance;
-    loop {
-        let mut lease = match pool.acquire(deadline, &tried, items).await {
-            Ok(lease) => lease,
-            Err(NoSlot::Timeout) => return Err(MemberError::Deadline),
-            Err(NoSlot::NoInstance) => return Err(last_error),
-        };
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(MemberError::Deadline);
-        }
-        lease.sent();
-        // The call may outlive the request: a worker that answers after the deadline is
-        // slow, not hung, and its slot stays busy until it does. So the call runs in its
-        // own task, holding the slot, for up to `HUNG_AFTER` (or the request's own time,
-        // if longer); the request stops waiting at its deadline. Only a call that gets no
-        // answer in that time counts against the instance ([`crate::serving::registry::Lease`]).
-        let mut call = client
-            .post(lease.instance.infer_url.clone())
-            .body(body.body.clone())
-            .timeout(remaining.max(HUNG_AFTER));
-        call = match body.header {
-            Some(length) => call
-                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-                .header(binary::HEADER_LENGTH, length),
-            None => call.header(reqwest::header::CONTENT_TYPE, "application/json"),
-        };
-        let task = tokio::spawn(async move {
-            let outcome = match call.send().await {
-                Ok(response) => {
-                    lease.answered();
-                    read(response, items, classes).await
-                }
-                Err(e) if e.is_timeout() => Err(MemberError::Deadline),
-                Err(e) => {
-                    if e.is_connect() {
-                        lease.refused();
-                    }
-                    Err(MemberError::Failed(format!(
-                        "{}: {}",
-                        lease.instance.id,
-                        error_chain(&e)
-                    )))
-                }
+/// One request's member calls: what each sends, to which task's models, and until when.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub client: &'a reqwest::Client,
+    pub registry: &'a Registry,
+    pub task: &'a TaskTable,
+    pub body: &'a MemberBody,
+    /// When every call of the request ends, answered or not.
+    pub deadline: Instant,
+    pub items: usize,
+}
+
+impl Call<'_> {
+    /// Calls the pool of the task's `model` until an answer, a client error or the
+    /// deadline, on instances not in `asked` (and adds each one it sends to).
+    pub async fn ask(self, model: usize, asked: &Asked) -> Result<MemberAnswer, MemberError> {
+        let Self {
+            client,
+            registry,
+            task,
+            body,
+            deadline,
+            items,
+        } = self;
+        let model = task.models[model].as_str();
+        let classes = task.labels.len();
+        let began = Instant::now();
+        let pool = registry.pool(model).ok_or(MemberError::NoInstance)?;
+        pool.record_batch(items);
+        let mut last_error = MemberError::NoInstance;
+        loop {
+            let mut lease = match pool.acquire(deadline, &asked.snapshot(), items).await {
+                Ok(lease) => lease,
+                Err(NoSlot::Timeout) => return Err(MemberError::Deadline),
+                Err(NoSlot::NoInstance) => return Err(last_error),
             };
-            (lease, outcome)
-        });
-        let (lease, outcome) = match tokio::time::timeout(remaining, task).await {
-            Ok(Ok(done)) => done,
-            Ok(Err(join)) => return Err(MemberError::Failed(format!("member call: {join}"))),
-            Err(_) => return Err(MemberError::Deadline),
-        };
-        match outcome {
-            Ok(answer) => {
-                pool.observe_member_call(&lease.instance, items, began.elapsed());
-                return Ok(answer);
+            asked.add(&lease.instance);
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(MemberError::Deadline);
             }
-            Err(rejected @ MemberError::Rejected { .. }) => return Err(rejected),
-            Err(MemberError::Deadline) => return Err(MemberError::Deadline),
-            Err(other) => {
-                metrics::counter!("cocktail_master_member_retries_total", "model" => model.to_owned())
-                    .increment(1);
-                tried.push(Arc::clone(&lease.instance));
-                last_error = other;
+            lease.sent();
+            // The call may outlive the request: a worker that answers after the deadline is
+            // slow, not hung, and its slot stays busy until it does. So the call runs in its
+            // own task, holding the slot, for up to `HUNG_AFTER` (or the request's own time,
+            // if longer); the request stops waiting at its deadline. Only a call that gets no
+            // answer in that time counts against the instance ([`crate::serving::registry::Lease`]).
+            let mut call = client
+                .post(lease.instance.infer_url.clone())
+                .body(body.body.clone())
+                .timeout(remaining.max(HUNG_AFTER));
+            call = match body.header {
+                Some(length) => call
+                    .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                    .header(binary::HEADER_LENGTH, length),
+                None => call.header(reqwest::header::CONTENT_TYPE, "application/json"),
+            };
+            let task = tokio::spawn(async move {
+                let outcome = match call.send().await {
+                    Ok(response) => {
+                        lease.answered();
+                        read(response, items, classes).await
+                    }
+                    Err(e) if e.is_timeout() => Err(MemberError::Deadline),
+                    Err(e) => {
+                        if e.is_connect() {
+                            lease.refused();
+                        }
+                        Err(MemberError::Failed(format!(
+                            "{}: {}",
+                            lease.instance.id,
+                            error_chain(&e)
+                        )))
+                    }
+                };
+                (lease, outcome)
+            });
+            let (lease, outcome) = match tokio::time::timeout(remaining, task).await {
+                Ok(Ok(done)) => done,
+                Ok(Err(join)) => return Err(MemberError::Failed(format!("member call: {join}"))),
+                Err(_) => return Err(MemberError::Deadline),
+            };
+            match outcome {
+                Ok(answer) => {
+                    pool.observe_member_call(&lease.instance, items, began.elapsed());
+                    return Ok(answer);
+                }
+                Err(rejected @ MemberError::Rejected { .. }) => return Err(rejected),
+                Err(MemberError::Deadline) => return Err(MemberError::Deadline),
+                Err(other) => {
+                    metrics::counter!("cocktail_master_member_retries_total", "model" => model.to_owned())
+                        .increment(1);
+                    last_error = other;
+                }
             }
         }
     }

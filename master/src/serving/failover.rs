@@ -2,9 +2,9 @@
 //! in time (docs/design.md, "The request path"). A slot is the member O1/O2 chose; when
 //! it cannot answer (no live instance, refused, 5xx, deadline), the next candidate of
 //! [`cocktail_policy::selection::substitutes`] that some worker serves stands in. A member that is
-//! slow to answer is hedged: past [`hedge_after`] a substitute is asked too, and the
-//! first answer wins, so a hung worker costs a request a few milliseconds, not its
-//! deadline.
+//! slow to answer is hedged: past [`hedge_after`] another instance of its pool is asked
+//! too when one has a free slot, else a substitute, and the first answer wins, so a hung
+//! worker costs a request a few milliseconds, not its deadline.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 
-use crate::serving::dispatch::{MemberAnswer, MemberError, call_member};
+use crate::serving::dispatch::{Asked, Call, MemberAnswer, MemberError};
 use crate::serving::registry::Registry;
-use crate::serving::request::MemberBody;
 use crate::serving::tasks::TaskTable;
 use parking_lot::Mutex;
 
@@ -106,8 +105,10 @@ pub struct Waiting {
 /// instead of failing (the calls themselves end at the call deadline, [`Call::deadline`],
 /// which is `due` itself when the client asked for strict deadlines). Slots still
 /// running when the request stops waiting count as missed their deadline.
+/// A slow member is hedged after `hedge_min` at the earliest.
 pub async fn gather(
     call: Call<'_>,
+    hedge_min: Duration,
     members: &[usize],
     spares: &Spares<'_>,
     waiting: Waiting,
@@ -115,7 +116,7 @@ pub async fn gather(
     let mut running: FuturesUnordered<_> = members
         .iter()
         .enumerate()
-        .map(|(i, &m)| async move { (i, serve_slot(call, m, spares).await) })
+        .map(|(i, &m)| async move { (i, serve_slot(call, hedge_min, m, spares).await) })
         .collect();
     let mut slots: Vec<Option<Slot>> = members.iter().map(|_| None).collect();
     let answered = |slots: &[Option<Slot>]| slots.iter().flatten().any(|s| s.answer.is_ok());
@@ -146,36 +147,6 @@ pub async fn gather(
         .collect()
 }
 
-/// What every slot of a request shares.
-#[derive(Debug, Clone, Copy)]
-pub struct Call<'a> {
-    pub client: &'a reqwest::Client,
-    pub registry: &'a Registry,
-    pub task: &'a TaskTable,
-    pub body: &'a MemberBody,
-    /// When every call of the request ends, answered or not.
-    pub deadline: Instant,
-    pub items: usize,
-    /// The earliest a slow member is hedged.
-    pub hedge_min: Duration,
-}
-
-impl Call<'_> {
-    async fn ask(self, model: usize) -> (usize, Result<MemberAnswer, MemberError>) {
-        let answer = call_member(
-            self.client,
-            self.registry,
-            &self.task.models[model],
-            self.body,
-            self.deadline,
-            self.items,
-            self.task.labels.len(),
-        )
-        .await;
-        (model, answer)
-    }
-}
-
 /// When a call to `model`'s pool started at `started` is hedged, never before `min`;
 /// `None` when hedging could not finish before the deadline anyway.
 pub fn hedge_after(
@@ -189,16 +160,25 @@ pub fn hedge_after(
     (at + min / 2 < deadline).then_some(at)
 }
 
-/// Serves one slot: the member, then substitutes while time remains; at most one hedge.
-pub async fn serve_slot(call: Call<'_>, member: usize, spares: &Spares<'_>) -> Slot {
+/// Serves one slot: the member, then substitutes while time remains; at most one hedge,
+/// on another instance of the member's pool when one is free, else on a substitute.
+pub async fn serve_slot(
+    call: Call<'_>,
+    hedge_min: Duration,
+    member: usize,
+    spares: &Spares<'_>,
+) -> Slot {
     let started = Instant::now();
-    let typical = call
-        .registry
-        .pool(&call.task.models[member])
-        .and_then(|p| p.typical_call());
-    let mut hedge_at = hedge_after(typical, started, call.deadline, call.hedge_min);
+    let name = &call.task.models[member];
+    let typical = call.registry.pool(name).and_then(|p| p.typical_call());
+    let mut hedge_at = hedge_after(typical, started, call.deadline, hedge_min);
+    let asked = Asked::default();
+    let ask = |model: usize| {
+        let asked = &asked;
+        async move { (model, call.ask(model, asked).await) }
+    };
     let mut running = FuturesUnordered::new();
-    running.push(call.ask(member));
+    running.push(ask(member));
     let mut failures = Vec::new();
     loop {
         let finished = match hedge_at {
@@ -206,11 +186,16 @@ pub async fn serve_slot(call: Call<'_>, member: usize, spares: &Spares<'_>) -> S
                 finished = running.next() => finished,
                 () = tokio::time::sleep_until(at.into()) => {
                     hedge_at = None;
-                    if let Some(spare) = spares.take(call.task, call.registry) {
+                    let (hedge, on) = if asked.elsewhere(call.registry, name) {
+                        (Some(member), "instance")
+                    } else {
+                        (spares.take(call.task, call.registry), "substitute")
+                    };
+                    if let Some(model) = hedge {
                         metrics::counter!("cocktail_master_hedges_total",
-                            "model" => call.task.models[member].clone())
+                            "model" => name.clone(), "on" => on)
                         .increment(1);
-                        running.push(call.ask(spare));
+                        running.push(ask(model));
                     }
                     continue;
                 }
@@ -248,14 +233,15 @@ pub async fn serve_slot(call: Call<'_>, member: usize, spares: &Spares<'_>) -> S
             }
             Err(error) => {
                 failures.push((model, error));
-                if running.is_empty()
-                    && Instant::now() < call.deadline
+                // A call still running beside the failed one is late (two run only once
+                // the member was hedged): it is not waited for before a substitute is asked.
+                if Instant::now() < call.deadline
                     && let Some(spare) = spares.take(call.task, call.registry)
                 {
                     metrics::counter!("cocktail_master_substitutions_total",
                         "model" => call.task.models[model].clone())
                     .increment(1);
-                    running.push(call.ask(spare));
+                    running.push(ask(spare));
                 }
             }
         }

@@ -18,8 +18,8 @@ use crate::config::MasterConfig;
 use crate::error::{MasterError, MemberFailure};
 use crate::serving::answer::{self, Answer, Returns};
 use crate::serving::cache::{CachedSelection, SharedCache};
-use crate::serving::dispatch::MemberError;
-use crate::serving::failover::{Call, Slot, Spares, Waiting, gather};
+use crate::serving::dispatch::{Call, MemberError};
+use crate::serving::failover::{Slot, Spares, Waiting, gather};
 use crate::serving::registry::{Registry, Speed};
 use crate::serving::request::ValidRequest;
 use crate::serving::state::{ConstraintKey, Ensembles, KeyState, Recent};
@@ -727,9 +727,15 @@ impl Master {
             body: &request.member,
             deadline: resolved.deadline,
             items: request.items,
-            hedge_min: self.config.hedge_min,
         };
-        gather(call, &resolved.members, &spares, resolved.waiting).await
+        gather(
+            call,
+            self.config.hedge_min,
+            &resolved.members,
+            &spares,
+            resolved.waiting,
+        )
+        .await
     }
 }
 

@@ -1,6 +1,7 @@
 //! Deadlines and pinned ensembles: a request whose members all miss its latency target
 //! gets their late answer, flagged, unless it asks for strict deadlines; `models` pins
-//! the ensemble, and unknown or unserved models are refused naming the field.
+//! the ensemble, and unknown or unserved models are refused naming the field; a member
+//! stuck on a hung instance is hedged on another instance of its pool.
 
 use super::*;
 
@@ -108,4 +109,43 @@ async fn a_pinned_ensemble_is_served_as_named_and_bad_pins_name_the_field() {
             "{models}: {body}"
         );
     }
+}
+
+/// A worker that stops answering (SIGSTOP: its connections stay open) holds the calls
+/// sent to it until they time out. Such a call is hedged on another instance of the
+/// member's pool: with two `dwsep` workers and the first stopped, every request pinned to
+/// `dwsep` (no substitute may stand in) with strict deadlines is answered. Before the
+/// hedge could go to another instance, the requests sent to the stopped one failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_on_a_hung_instance_is_hedged_on_another_instance_of_its_pool() {
+    use cocktail_tests::cluster::{Signal, signal};
+    let cluster = Cluster::start(&[], &["dwsep", "dwsep"]).await;
+    let (images, _) = fashion_images(1);
+    let body = image_request(
+        &images,
+        json!({ "latency_ms": 500, "accuracy": 0.5, "models": "dwsep", "strict_deadline": true }),
+    );
+    // The pool learns its typical call, which sets when a call is hedged.
+    for _ in 0..5 {
+        let (status, answer) = cluster.post("/v2/models/fashion/infer", &body).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    // Free instances tie, and the first registered is chosen: the one stopped.
+    let stopped = i32::try_from(cluster.workers[0].1.child.id().unwrap()).unwrap();
+    signal(stopped, Signal::SIGSTOP);
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        let (status, answer) = cluster.post("/v2/models/fashion/infer", &body).await;
+        assert_eq!(answer["parameters"]["models"], json!(["dwsep"]), "{answer}");
+        statuses.push(status);
+    }
+    let hedged = metric(
+        &cluster,
+        "cocktail_master_hedges_total{model=\"dwsep\",on=\"instance\"}",
+    )
+    .await;
+    signal(stopped, Signal::SIGCONT);
+    println!("statuses {statuses:?}, {hedged} hedged on the other instance");
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    assert!(hedged >= 1.0, "{hedged}");
 }

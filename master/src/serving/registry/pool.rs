@@ -278,6 +278,14 @@ impl Pool {
         }
     }
 
+    /// Whether an instance outside `exclude` could take a call at once.
+    pub fn free_besides(&self, exclude: &[Arc<Instance>]) -> bool {
+        self.instances.read().iter().any(|i| {
+            let slots = i.slots();
+            slots.available && slots.free() > 0 && !exclude.iter().any(|e| Arc::ptr_eq(e, i))
+        })
+    }
+
     /// Something other than a freed slot changed (an instance came, went, drained, went
     /// down or answered a heartbeat): every waiting call looks again.
     pub(super) fn changed(&self) {

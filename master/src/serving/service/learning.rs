@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use super::{Master, Resolved, names};
 use crate::error::MasterError;
-use crate::serving::dispatch::{MemberAnswer, call_member};
+use crate::serving::dispatch::{Asked, Call, MemberAnswer};
 use crate::serving::failover::Slot;
 use crate::serving::request::ValidRequest;
 use crate::serving::state::{Answered, ConstraintKey, KeyState};
@@ -219,7 +219,6 @@ impl Master {
             .max(Duration::from_secs_f64(request.constraint.latency_ms / 1e3));
         async move {
             let deadline = Instant::now() + budget;
-            let classes = task.labels.len();
             // The client of the thread that runs the calls (`ThreadClients`).
             let client = match clients.get() {
                 Ok(client) => client,
@@ -228,17 +227,19 @@ impl Master {
                     return known;
                 }
             };
-            let shadow = join_all(others.iter().map(|&m| {
-                call_member(
-                    &client,
-                    &registry_pool,
-                    &task.models[m],
-                    &body,
-                    deadline,
-                    items,
-                    classes,
-                )
-            }))
+            let call = Call {
+                client: &client,
+                registry: &registry_pool,
+                task: &task,
+                body: &body,
+                deadline,
+                items,
+            };
+            let shadow = join_all(
+                others
+                    .iter()
+                    .map(|&m| async move { call.ask(m, &Asked::default()).await }),
+            )
             .await;
             let mut all = known;
             for (&m, r) in others.iter().zip(shadow) {
