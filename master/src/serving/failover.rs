@@ -104,8 +104,8 @@ pub struct Waiting {
 /// answers with the members back by then; when none is, it takes the first late answer
 /// instead of failing (the calls themselves end at the call deadline, [`Call::deadline`],
 /// which is `due` itself when the client asked for strict deadlines). Slots still
-/// running when the request stops waiting count as missed their deadline.
-/// A slow member is hedged after `hedge_min` at the earliest.
+/// running when the request stops waiting count as missed their deadline. A slow member
+/// is hedged after `hedge_min` at the earliest.
 pub async fn gather(
     call: Call<'_>,
     hedge_min: Duration,
