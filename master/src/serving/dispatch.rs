@@ -34,7 +34,7 @@ impl Asked {
     /// has a free slot now: a hedge there need not queue (a call still queued for a slot
     /// is not hedged on its own pool, which would only queue twice).
     pub fn elsewhere(&self, registry: &Registry, model: &str) -> bool {
-        let asked = self.snapshot();
+        let asked = self.0.lock();
         asked.iter().any(|i| i.model == model)
             && registry.pool(model).is_some_and(|p| p.free_besides(&asked))
     }

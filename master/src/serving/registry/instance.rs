@@ -1,5 +1,6 @@
 //! One worker instance: its slots and the signals of its health.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Instant;
 
@@ -39,6 +40,11 @@ impl Instance {
                 && !self.down.load(Ordering::Acquire)
                 && self.unanswered.load(Ordering::Acquire) < UNANSWERED_LIMIT,
         }
+    }
+
+    /// Whether this instance is one of `list` (this registration, not an equal one).
+    pub(super) fn is_in(&self, list: &[Arc<Self>]) -> bool {
+        list.iter().any(|e| std::ptr::eq(Arc::as_ptr(e), self))
     }
 
     /// Takes a slot if one is free.

@@ -36,7 +36,7 @@ struct Place {
 
 impl Place {
     fn can_use(&self, instance: &Arc<Instance>) -> bool {
-        !self.exclude.iter().any(|e| Arc::ptr_eq(e, instance))
+        !instance.is_in(&self.exclude)
     }
 
     fn wake(&mut self) {

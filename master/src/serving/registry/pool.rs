@@ -218,10 +218,8 @@ impl Pool {
             let mut usable = false;
             {
                 let instances = self.instances.read();
-                let candidates: Vec<&Arc<Instance>> = instances
-                    .iter()
-                    .filter(|i| !exclude.iter().any(|e| Arc::ptr_eq(e, i)))
-                    .collect();
+                let candidates: Vec<&Arc<Instance>> =
+                    instances.iter().filter(|i| !i.is_in(exclude)).collect();
                 let slots: Vec<Slots> = candidates.iter().map(|i| i.slots()).collect();
                 usable |= slots.iter().any(|s| s.available);
                 // Regular instances first; a request that would have to wait spills to
@@ -280,10 +278,10 @@ impl Pool {
 
     /// Whether an instance outside `exclude` could take a call at once.
     pub fn free_besides(&self, exclude: &[Arc<Instance>]) -> bool {
-        self.instances.read().iter().any(|i| {
-            let slots = i.slots();
-            slots.available && slots.free() > 0 && !exclude.iter().any(|e| Arc::ptr_eq(e, i))
-        })
+        self.instances
+            .read()
+            .iter()
+            .any(|i| i.slots().free() > 0 && !i.is_in(exclude))
     }
 
     /// Something other than a freed slot changed (an instance came, went, drained, went
@@ -298,7 +296,7 @@ impl Pool {
         let instances = self.instances.read();
         let mut types = instances
             .iter()
-            .filter(|i| !i.burst && !exclude.iter().any(|e| Arc::ptr_eq(e, i)))
+            .filter(|i| !i.burst && !i.is_in(exclude))
             .filter_map(|i| i.instance_type.as_deref());
         types
             .next()
@@ -337,7 +335,7 @@ impl Pool {
             let candidates: Vec<Arc<Instance>> = self
                 .instances()
                 .into_iter()
-                .filter(|i| !i.burst && !exclude.iter().any(|e| Arc::ptr_eq(e, i)))
+                .filter(|i| !i.burst && !i.is_in(exclude))
                 .filter(|i| i.slots().available)
                 .collect();
             if candidates.is_empty() {
