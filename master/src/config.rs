@@ -8,6 +8,11 @@ use cocktail_common::auth::Secret;
 use cocktail_policy::selection::SelectionConfig;
 use cocktail_policy::voting::Scheme;
 
+/// `--join-calls-us`'s default: a millisecond, the resolution of tokio's timer (a shorter
+/// wait would last as long) and 2-5 times a fast model's member call on the machines
+/// measured (`master-bench`).
+pub const LINGER_US: u64 = 1000;
+
 /// How often O2 revisits each constraint's ensemble.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Interval {
@@ -69,6 +74,10 @@ pub struct MasterConfig {
     pub hedge_min: Duration,
     /// How inputs and answers travel between the master and its members.
     pub member_wire: crate::serving::request::MemberWire,
+    /// Member calls of models whose inference takes at most this long wait, while
+    /// another call to the same instance is under way, for it to end (at most this long)
+    /// and go out joined (zero: every call goes alone).
+    pub linger: Duration,
 }
 
 impl Default for MasterConfig {
@@ -93,6 +102,7 @@ impl Default for MasterConfig {
             tls_roots: Vec::new(),
             hedge_min: crate::serving::failover::HEDGE_MIN,
             member_wire: crate::serving::request::MemberWire::default(),
+            linger: Duration::from_micros(LINGER_US),
         }
     }
 }

@@ -89,6 +89,12 @@ struct Args {
     /// tensor extension) or `json` (OIP JSON, base64 images).
     #[arg(long, env = "COCKTAIL_MEMBER_WIRE", value_enum, default_value_t = MemberWire::Binary)]
     member_wire: MemberWire,
+    /// Member calls of a model whose inference (by its profile) takes at most this many
+    /// microseconds wait, while another call to the same worker is under way, until it
+    /// ends (at most this long), and go out together as one batch call: fewer messages
+    /// per request under load; a lone call goes at once. 0: every call goes alone.
+    #[arg(long, env = "COCKTAIL_JOIN_CALLS_US", default_value_t = cocktail_master::config::LINGER_US)]
+    join_calls_us: u64,
     /// Expected worker heartbeat period in milliseconds.
     #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
     heartbeat_ms: u64,
@@ -441,6 +447,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         cluster_secret: Some(cluster_secret),
         tls_roots: net.roots.clone(),
         hedge_min: Duration::from_millis(args.hedge_min_ms),
+        linger: Duration::from_micros(args.join_calls_us),
         member_wire: args.member_wire,
         ..MasterConfig::default()
     };

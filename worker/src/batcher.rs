@@ -144,15 +144,15 @@ impl BatcherHandle {
     }
 
     /// Queues a request's items and waits for its probabilities (with a [`Pace`], for at
-    /// least as long as the emulated type takes).
-    pub async fn infer(&self, prepared: Prepared, call: &Call) -> Reply {
+    /// least as long as the emulated type takes for `paced` items: the largest of the
+    /// calls a master joined into this one, [`crate::request::largest_part`]).
+    pub async fn infer(&self, prepared: Prepared, call: &Call, paced: usize) -> Reply {
         let enqueued = Instant::now();
-        let items = prepared.len();
         let prepared = match self.try_inline(prepared, call.others) {
             Ok(reply) => {
                 metrics::inline_call();
                 if let Some(pace) = &self.pace {
-                    tokio::time::sleep_until((enqueued + pace.takes(items)).into()).await;
+                    tokio::time::sleep_until((enqueued + pace.takes(paced)).into()).await;
                 }
                 return reply;
             }
@@ -176,7 +176,7 @@ impl BatcherHandle {
             ))
         });
         if let Some(pace) = &self.pace {
-            tokio::time::sleep_until((enqueued + pace.takes(items)).into()).await;
+            tokio::time::sleep_until((enqueued + pace.takes(paced)).into()).await;
         }
         reply
     }

@@ -114,6 +114,37 @@ pub fn prepare_raw_image(bytes: &[u8], pre: &Preprocessor) -> Result<Prepared, W
     Ok(Prepared::Images(vec![image.item(&decoded)]))
 }
 
+/// `parameters.parts`: the item counts of the calls a master joined into this one, in
+/// order, summing to its `items`; the largest part, or `items` when absent. An instance
+/// emulating a type answers in the largest part's time, as if the calls had come side by
+/// side (`crate::batcher::Pace`).
+pub fn largest_part(request: &InferRequest, items: usize) -> Result<usize, WorkerError> {
+    let Some(parts) = request.parameters.as_ref().and_then(|p| p.get("parts")) else {
+        return Ok(items);
+    };
+    let refuse = || {
+        WorkerError::invalid(
+            "parameters.parts",
+            format!("must be an array of item counts of at least 1 summing to the batch's {items}"),
+        )
+    };
+    let parts: Vec<usize> = parts
+        .as_array()
+        .ok_or_else(refuse)?
+        .iter()
+        .map(|p| {
+            p.as_u64()
+                .and_then(|p| usize::try_from(p).ok())
+                .filter(|&p| p >= 1)
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(refuse)?;
+    if parts.iter().sum::<usize>() != items {
+        return Err(refuse());
+    }
+    parts.into_iter().max().ok_or_else(refuse)
+}
+
 fn only_input(request: &InferRequest) -> Result<&RequestInput, WorkerError> {
     match request.inputs.as_slice() {
         [one] => Ok(one),
@@ -429,5 +460,28 @@ mod tests {
                 .contains("1 to 64")
         );
         assert_eq!(item_count(&[64, 3], "shape").unwrap(), 64);
+    }
+
+    #[test]
+    fn a_joined_calls_parts_must_sum_to_its_batch() {
+        let with = |parts: Value| InferRequest {
+            parameters: Some(serde_json::Map::from_iter([("parts".to_owned(), parts)])),
+            ..InferRequest::default()
+        };
+        assert_eq!(largest_part(&InferRequest::default(), 5).unwrap(), 5);
+        assert_eq!(
+            largest_part(&with(serde_json::json!([1, 3, 1])), 5).unwrap(),
+            3
+        );
+        for bad in [
+            serde_json::json!([1, 3]),
+            serde_json::json!([0, 5]),
+            serde_json::json!([]),
+            serde_json::json!("5"),
+            serde_json::json!([2.5, 2.5]),
+        ] {
+            let error = largest_part(&with(bad.clone()), 5).unwrap_err().to_string();
+            assert!(error.contains("parameters.parts"), "{bad}: {error}");
+        }
     }
 }

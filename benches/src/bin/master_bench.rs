@@ -6,7 +6,8 @@
 //! base64 PNG in OIP JSON), so the two hops compare in one run, and once per transport of
 //! the master→worker hop (`--hops plain`: HTTP, as static workers and `--no-cluster-tls`;
 //! `tls`: HTTPS with a certificate from a cluster CA, as provider-launched workers by
-//! default). The CPU splits into the master's, the workers' outside inference, and the
+//! default), and on the binary wire once per `--joins` value (the master's
+//! `--join-calls-us`: 0 sends every member call alone). The CPU splits into the master's, the workers' outside inference, and the
 //! inference itself (the CPU time of the thread that ran each batch, from each worker's
 //! `cocktail_worker_inference_cpu_seconds`). Prints a markdown table with issue 35's
 //! goals; asserts nothing.
@@ -49,6 +50,11 @@ struct Args {
     /// its own.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "plain,tls")]
     hops: Vec<Hop>,
+    /// The master's `--join-calls-us` values to compare on the binary wire (0: every
+    /// member call goes alone), each with a master and workers of its own. The JSON wire
+    /// joins no calls.
+    #[arg(long, value_delimiter = ',', default_value = "0,1000")]
+    joins: Vec<u64>,
     /// Also write the table to `OUT/measured/wire.md` (docs/results.md includes it).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -98,6 +104,15 @@ fn goals(
     }
 }
 
+/// The member calls the master at `url` has sent joined with others so far.
+async fn joined_calls(client: &reqwest::Client, url: &str) -> anyhow::Result<f64> {
+    let text = metrics_text(client, url).await?;
+    Ok(series_sum(
+        &text,
+        "cocktail_master_member_calls_joined_total",
+    ))
+}
+
 /// The inference CPU time (seconds) the workers at `urls` have spent so far.
 async fn inference_cpu(client: &reqwest::Client, urls: &[&str]) -> anyhow::Result<f64> {
     let mut total = 0.0;
@@ -128,8 +143,8 @@ async fn main() -> anyhow::Result<()> {
          requests included), split into the master's, the workers' outside inference, and \
          inference (the CPU time of the thread that ran each batch, in each worker). Issue 35's goals are about the \
          3-model ensemble (`target/release/master-bench --out docs`).\n\n\
-         | member wire | hop | constraint | concurrency | members | req/s | CPU per request (µs) | master CPU (µs) | workers' CPU outside inference (µs) | inference CPU (µs) | client p50 (µs) | wait p50 (µs) | master p50 (µs) | master p99 (µs) | goals (issue 35) |\n\
-         |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+         | member wire | hop | joined calls wait (µs) | constraint | concurrency | members | member calls joined (%) | req/s | CPU per request (µs) | master CPU (µs) | workers' CPU outside inference (µs) | inference CPU (µs) | client p50 (µs) | wait p50 (µs) | master p50 (µs) | master p99 (µs) | goals (issue 35) |\n\
+         |---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
         args.models.len(),
         args.models.join(", "),
         args.requests
@@ -141,11 +156,14 @@ async fn main() -> anyhow::Result<()> {
             .to_possible_value()
             .map(|v| v.get_name().to_owned())
             .unwrap_or_default();
+        let joins: &[u64] = if wire == "binary" { &args.joins } else { &[0] };
         for &hop in &args.hops {
-            for row in bench_wire(&args, &wire, hop, &pngs).await? {
-                println!("{row}");
-                table.push_str(&row);
-                table.push('\n');
+            for &join_us in joins {
+                for row in bench_wire(&args, &wire, hop, join_us, &pngs).await? {
+                    println!("{row}");
+                    table.push_str(&row);
+                    table.push('\n');
+                }
             }
         }
     }
@@ -155,12 +173,13 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One master with `--member-wire wire` and its workers, reached over `hop`: the table's
-/// rows.
+/// One master with `--member-wire wire` and `--join-calls-us join_us`, and its workers,
+/// reached over `hop`: the table's rows.
 async fn bench_wire(
     args: &Args,
     wire: &str,
     hop: Hop,
+    join_us: u64,
     pngs: &Arc<Vec<String>>,
 ) -> anyhow::Result<Vec<String>> {
     let mut rows = Vec::new();
@@ -169,7 +188,12 @@ async fn bench_wire(
         Hop::Tls => Some(throwaway_tls()?),
     };
     let mut master_args: Vec<String> = MASTER_FLAGS.iter().map(|s| (*s).to_owned()).collect();
-    master_args.extend(["--member-wire".to_owned(), wire.to_owned()]);
+    master_args.extend([
+        "--member-wire".to_owned(),
+        wire.to_owned(),
+        "--join-calls-us".to_owned(),
+        join_us.to_string(),
+    ]);
     if let Some(tls) = &tls {
         master_args.extend(["--tls-ca".to_owned(), tls.ca.display().to_string()]);
     }
@@ -233,6 +257,7 @@ async fn bench_wire(
         for &concurrency in &args.concurrency {
             let cpu_before = processes.cpu_ticks();
             let inference_before = inference_cpu(&cluster, &worker_urls).await?;
+            let joined_before = joined_calls(&client, &url).await?;
             let run = run(
                 &client,
                 &infer_url,
@@ -244,6 +269,7 @@ async fn bench_wire(
             .await?;
             let cpu_after = processes.cpu_ticks();
             let inference = inference_cpu(&cluster, &worker_urls).await? - inference_before;
+            let joined = joined_calls(&client, &url).await? - joined_before;
             let only_master = |ticks: &std::collections::BTreeMap<i32, u64>| {
                 ticks
                     .iter()
@@ -265,8 +291,9 @@ async fn bench_wire(
                 Summary::of(&mut own),
             );
             let goals = goals(scenario, concurrency, cpu_us, &c, &o);
+            let joined_share = 100.0 * joined / (requests * run.members as f64);
             rows.push(format!(
-                "| {wire} | {hop_name} | {} | {concurrency} | {} | {:.0} | {cpu_us:.1} | {master_us:.1} | {:.1} | {inference_us:.1} | {} | {} | {} | {} | {goals} |",
+                "| {wire} | {hop_name} | {join_us} | {} | {concurrency} | {} | {joined_share:.0} | {:.0} | {cpu_us:.1} | {master_us:.1} | {:.1} | {inference_us:.1} | {} | {} | {} | {} | {goals} |",
                 scenario.name,
                 run.members,
                 run.rps,

@@ -2,18 +2,21 @@
 //! ([`crate::serving::registry`]), the worker call within the deadline, and a retry on another
 //! instance of the same pool while time remains.
 
+mod coalesce;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cocktail_common::oip::tensor::{self, WireError};
 use cocktail_common::oip::{ErrorBody, binary};
-use cocktail_service::net::error_chain;
 
 use parking_lot::Mutex;
 
-use crate::serving::registry::{Instance, NoSlot, Registry};
+use crate::serving::registry::{Instance, NoSlot, Pool, Registry};
 use crate::serving::request::MemberBody;
 use crate::serving::tasks::TaskTable;
+
+pub use coalesce::Line;
 
 /// The instances one slot's calls went to (sent, failed or in flight), shared by the
 /// slot's retries and its hedge so that each goes to an instance not asked yet: a hedge
@@ -102,19 +105,38 @@ pub struct Call<'a> {
     /// When every call of the request ends, answered or not.
     pub deadline: Instant,
     pub items: usize,
+    /// A call of a model whose inference takes at most this long waits, while another
+    /// call to the same instance is under way, for that call to end (at most this long),
+    /// and goes out joined with the calls waiting beside it; zero: each goes alone.
+    /// See [`coalesce`].
+    pub linger: Duration,
 }
 
 impl Call<'_> {
+    /// How a call to `instance` of `pool` goes out: joined with others only when its
+    /// model's inference takes at most the linger (where messages cost as much as
+    /// inference, and the call under way is soon back), and when the instance's packing
+    /// factor lets at least two calls wait beside the one under way (one waiting alone
+    /// would only go later, in a call of its own).
+    fn out(&self, pool: &Pool, instance: &Instance, classes: usize) -> coalesce::Out {
+        let joins = instance.packing_factor >= 3 && pool.quick(instance, self.linger);
+        coalesce::Out {
+            client: self.client.clone(),
+            classes,
+            linger: if joins { self.linger } else { Duration::ZERO },
+        }
+    }
+
     /// Calls the pool of the task's `model` until an answer, a client error or the
     /// deadline, on instances not in `asked` (and adds each one it sends to).
     pub async fn ask(self, model: usize, asked: &Asked) -> Result<MemberAnswer, MemberError> {
         let Self {
-            client,
             registry,
             task,
             body,
             deadline,
             items,
+            ..
         } = self;
         let model = task.models[model].as_str();
         let classes = task.labels.len();
@@ -123,7 +145,7 @@ impl Call<'_> {
         pool.record_batch(items);
         let mut last_error = MemberError::NoInstance;
         loop {
-            let mut lease = match pool.acquire(deadline, &asked.snapshot(), items).await {
+            let lease = match pool.acquire(deadline, &asked.snapshot(), items).await {
                 Ok(lease) => lease,
                 Err(NoSlot::Timeout) => return Err(MemberError::Deadline),
                 Err(NoSlot::NoInstance) => return Err(last_error),
@@ -133,45 +155,24 @@ impl Call<'_> {
             if remaining.is_zero() {
                 return Err(MemberError::Deadline);
             }
-            lease.sent();
             // The call may outlive the request: a worker that answers after the deadline is
             // slow, not hung, and its slot stays busy until it does. So the call runs in its
             // own task, holding the slot, for up to `HUNG_AFTER` (or the request's own time,
             // if longer); the request stops waiting at its deadline. Only a call that gets no
             // answer in that time counts against the instance ([`crate::serving::registry::Lease`]).
-            let mut call = client
-                .post(lease.instance.infer_url.clone())
-                .body(body.body.clone())
-                .timeout(remaining.max(HUNG_AFTER));
-            call = match body.header {
-                Some(length) => call
-                    .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-                    .header(binary::HEADER_LENGTH, length),
-                None => call.header(reqwest::header::CONTENT_TYPE, "application/json"),
+            let out = self.out(&pool, &lease.instance, classes);
+            let call = coalesce::Waiting {
+                lease,
+                body: body.clone(),
+                items,
+                timeout: remaining.max(HUNG_AFTER),
             };
-            let task = tokio::spawn(async move {
-                let outcome = match call.send().await {
-                    Ok(response) => {
-                        lease.answered();
-                        read(response, items, classes).await
-                    }
-                    Err(e) if e.is_timeout() => Err(MemberError::Deadline),
-                    Err(e) => {
-                        if e.is_connect() {
-                            lease.refused();
-                        }
-                        Err(MemberError::Failed(format!(
-                            "{}: {}",
-                            lease.instance.id,
-                            error_chain(&e)
-                        )))
-                    }
-                };
-                (lease, outcome)
-            });
-            let (lease, outcome) = match tokio::time::timeout(remaining, task).await {
+            let done = coalesce::submit(out, call);
+            let (lease, outcome) = match tokio::time::timeout(remaining, done).await {
                 Ok(Ok(done)) => done,
-                Ok(Err(join)) => return Err(MemberError::Failed(format!("member call: {join}"))),
+                Ok(Err(_)) => {
+                    return Err(MemberError::Failed("the member call was dropped".into()));
+                }
                 Err(_) => return Err(MemberError::Deadline),
             };
             match outcome {

@@ -108,6 +108,7 @@ impl Registry {
             unanswered: AtomicU32::new(0),
             last_seen: Mutex::new(Instant::now()),
             last_used: Mutex::new(Instant::now()),
+            line: crate::serving::dispatch::Line::default(),
         });
         self.remove(&registration.id);
         let pool = {

@@ -54,6 +54,9 @@ pub struct ValidRequest {
 pub struct MemberBody {
     pub body: Bytes,
     pub header: Option<usize>,
+    /// On the binary wire, the inputs the body holds, which can join other requests'
+    /// in one call to a worker ([`crate::serving::dispatch`]); `None` on the JSON wire.
+    pub inputs: Option<Arc<[RequestInput]>>,
 }
 
 /// How the master sends inputs to members and reads their answers.
@@ -111,26 +114,40 @@ pub fn valid(
 /// The request each member gets: the client's inputs in the wire's form, asking for the
 /// two outputs the vote needs.
 fn member_body(inputs: Vec<RequestInput>, wire: MemberWire) -> Result<MemberBody, MasterError> {
-    let inputs = inputs
+    let inputs: Vec<RequestInput> = inputs
         .into_iter()
         .map(|input| member_input(input, wire))
         .collect::<Result<_, _>>()?;
-    let parameters = (wire == MemberWire::Binary)
+    let joinable = (wire == MemberWire::Binary).then(|| Arc::from(inputs.as_slice()));
+    let (body, header) = binary::encode_request(member_request(inputs, wire, None))?;
+    Ok(MemberBody {
+        body,
+        header,
+        inputs: joinable,
+    })
+}
+
+/// A member call's request: these inputs, asking for the two outputs the vote needs
+/// (raw on the binary wire).
+pub fn member_request(
+    inputs: Vec<RequestInput>,
+    wire: MemberWire,
+    parameters: Option<Map<String, Value>>,
+) -> InferRequest {
+    let binary = (wire == MemberWire::Binary)
         .then(|| Map::from_iter([(binary::BINARY_DATA.into(), true.into())]));
     let outputs = ["class", "probabilities"]
         .map(|name| RequestedOutput {
             name: name.into(),
-            parameters: parameters.clone(),
+            parameters: binary.clone(),
         })
         .to_vec();
-    let request = InferRequest {
+    InferRequest {
         id: None,
         inputs,
-        parameters: None,
+        parameters,
         outputs: Some(outputs),
-    };
-    let (body, header) = binary::encode_request(request)?;
-    Ok(MemberBody { body, header })
+    }
 }
 
 /// One input in the wire's form. Images travel as their encoded bytes either way (base64

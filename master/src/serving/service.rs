@@ -727,6 +727,7 @@ impl Master {
             body: &request.member,
             deadline: resolved.deadline,
             items: request.items,
+            linger: self.config.linger,
         };
         gather(
             call,

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 mod deadlines;
 mod inputs;
+mod joined;
 mod selection;
 
 /// The fashion models that answer within 43 µs of inference (profile, 1 thread). The

@@ -18,7 +18,7 @@ use tokio::sync::Semaphore;
 
 use crate::batcher::{BatcherHandle, Call};
 use crate::preprocess::Preprocessor;
-use crate::request::{parse_body, respond};
+use crate::request::{largest_part, parse_body, respond};
 use crate::{WorkerError, metrics};
 
 /// Bodies up to this size are preprocessed on the async thread that received them: a
@@ -263,6 +263,7 @@ async fn infer_inner(
     };
 
     let items = prepared.len();
+    let largest_part = largest_part(&oip, items)?;
     if items > state.capacity {
         return Err(WorkerError::invalid(
             "shape",
@@ -278,7 +279,7 @@ async fn infer_inner(
             capacity: state.capacity,
         })?;
     metrics::in_flight(state.capacity - state.slots.available_permits());
-    let probabilities = state.batcher.infer(prepared, call).await;
+    let probabilities = state.batcher.infer(prepared, call, largest_part).await;
     drop(permit);
     let response = respond(&state.model.name, &state.labels, &oip, &probabilities?)?;
     let (body, header) = binary::encode_response(response)?;

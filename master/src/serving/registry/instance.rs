@@ -29,6 +29,8 @@ pub struct Instance {
     pub(super) last_seen: Mutex<Instant>,
     /// When a request last took a slot (registration time before that).
     pub(super) last_used: Mutex<Instant>,
+    /// Its calls under way and those waiting to join them ([`crate::serving::dispatch`]).
+    pub line: crate::serving::dispatch::Line,
 }
 
 impl Instance {

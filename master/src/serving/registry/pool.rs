@@ -494,6 +494,16 @@ impl Pool {
         )
     }
 
+    /// Whether a call of one item to `instance` is quick: its predicted inference (from
+    /// the model's profile; the pool's typical call without one) takes at most `within`.
+    /// Not the measured call time, which grows with the queues under load.
+    pub fn quick(&self, instance: &Instance, within: Duration) -> bool {
+        match self.inference_ms(instance, 1) {
+            Some(ms) => ms <= within.as_secs_f64() * 1e3,
+            None => self.typical_call().is_some_and(|t| t <= within),
+        }
+    }
+
     /// One member call answered by `instance`, `took` from asking for a slot to reading
     /// the answer: its overhead over the predicted inference joins the pool's estimate.
     pub fn observe_member_call(&self, instance: &Instance, items: usize, took: Duration) {

@@ -211,7 +211,7 @@ impl Master {
             .collect();
         let task = Arc::clone(&record.task);
         let (clients, registry_pool) = (self.clients.clone(), Arc::clone(&self.registry));
-        let (body, items) = (request.member.clone(), request.items);
+        let (body, items, linger) = (request.member.clone(), request.items, self.config.linger);
         // The shadow calls get the request's own latency target: a candidate slower than
         // that could not have served it anyway.
         let budget = deadline
@@ -234,6 +234,7 @@ impl Master {
                 body: &body,
                 deadline,
                 items,
+                linger,
             };
             let shadow = join_all(
                 others
