@@ -525,8 +525,29 @@ async fn sigterm_drains_without_losing_accepted_requests() {
             })
         })
         .collect();
-    // Let the requests reach the worker and queue behind each other.
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    // Let the requests reach the worker and queue behind each other: the signal goes once
+    // all eight hold the worker's slots (a fixed 30 ms wait was too short on a busy
+    // machine: a request still on its way got the draining 503), or after 2 s.
+    let waited = std::time::Instant::now();
+    while waited.elapsed() < Duration::from_secs(2) {
+        let metrics = client
+            .get(format!("{}/metrics", worker.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let held = metrics
+            .lines()
+            .find(|l| l.starts_with("cocktail_worker_in_flight_items"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if held >= 8.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
     let signalled = std::time::Instant::now();
     cocktail_process::signal(&worker.child, cocktail_process::Signal::SIGTERM).unwrap();
     let mut answered_after_signal = 0;
