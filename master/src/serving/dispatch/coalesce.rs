@@ -274,7 +274,7 @@ async fn post(
 
 /// One call's body for the batch's inputs: each input's rows of every call in turn,
 /// with `parameters.parts` giving each call's item count; `None` when the calls' inputs
-/// differ in name, type or row shape.
+/// differ in name, type or row shape (or, logged, when the body cannot be encoded).
 fn joined(batch: &[(Waiting, oneshot::Sender<Done>)]) -> Option<(bytes::Bytes, Option<usize>)> {
     let lists: Vec<&[RequestInput]> = batch
         .iter()
@@ -310,7 +310,11 @@ fn joined(batch: &[(Waiting, oneshot::Sender<Done>)]) -> Option<(bytes::Bytes, O
     let parts: Vec<Value> = batch.iter().map(|(call, _)| call.items.into()).collect();
     let parameters = Map::from_iter([("parts".to_owned(), Value::Array(parts))]);
     let request = member_request(inputs, MemberWire::Binary, Some(parameters));
-    binary::encode_request(request).ok()
+    binary::encode_request(request)
+        .inspect_err(|error| {
+            tracing::warn!(%error, "a joined member call could not be encoded: its calls go alone");
+        })
+        .ok()
 }
 
 impl MemberAnswer {
