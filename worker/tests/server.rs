@@ -271,14 +271,7 @@ async fn health_metadata_and_metrics() {
             .0,
         200
     );
-    let metrics = client
-        .get(format!("{}/metrics", worker.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = worker.metrics(&client).await;
     for name in [
         "cocktail_worker_requests_total",
         "cocktail_worker_batch_size",
@@ -530,15 +523,9 @@ async fn sigterm_drains_without_losing_accepted_requests() {
     // machine: a request still on its way got the draining 503), or after 2 s.
     let waited = std::time::Instant::now();
     while waited.elapsed() < Duration::from_secs(2) {
-        let metrics = client
-            .get(format!("{}/metrics", worker.url))
-            .send()
+        let held = worker
+            .metrics(&client)
             .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let held = metrics
             .lines()
             .find(|l| l.starts_with("cocktail_worker_in_flight_items"))
             .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())

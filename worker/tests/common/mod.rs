@@ -65,4 +65,16 @@ impl WorkerProcess {
     pub fn infer_url(&self, model: &str) -> String {
         format!("{}/v2/models/{model}/infer", self.url)
     }
+
+    /// Its Prometheus exposition (`GET /metrics`).
+    pub async fn metrics(&self, client: &reqwest::Client) -> String {
+        client
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
 }

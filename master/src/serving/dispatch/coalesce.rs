@@ -141,14 +141,13 @@ fn next_batch(
 }
 
 async fn send(out: &Out, batch: Vec<(Waiting, oneshot::Sender<Done>)>) {
-    if batch.len() == 1 {
-        for (call, reply) in batch {
-            send_alone(out, call, reply).await;
-        }
-        return;
-    }
-    let Some((body, header)) = joined(&batch) else {
-        // Inputs of different shapes or types cannot share a batch.
+    // A lone call goes as it is; inputs of different shapes or types cannot share a batch.
+    let body = if batch.len() > 1 {
+        joined(&batch)
+    } else {
+        None
+    };
+    let Some((body, header)) = body else {
         for (call, reply) in batch {
             send_alone(out, call, reply).await;
         }
