@@ -7,7 +7,8 @@ DEPS="$ROOT/.deps"
 ORT_VERSION="1.31.1"
 ORT_LIB="$DEPS/onnxruntime/onnxruntime/capi/libonnxruntime.so.$ORT_VERSION"
 
-log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Each step with the time it started, so a run's log shows where its minutes went.
+log() { printf '\033[1m==> [%s] %s\033[0m\n' "$(date +%T)" "$*" >&2; }
 
 # apt_install PKG...: installs the Debian packages that are missing (root on these machines).
 apt_install() {

@@ -274,10 +274,6 @@ fn ensure_images() {
     );
 }
 
-/// The JSON of the first `200` answer to `request`. Right after start, on a busy host, a
-/// request with a sub-millisecond target can fail while the workers' first inferences are
-/// slow (502, every member missed its deadline), as it can under `cocktail up`; it is sent
-/// again for up to a minute.
 /// The answer to a documented request, which must come on the first try: a system whose
 /// workers have all registered answers what the docs show, with no retry.
 async fn answer(what: &str, request: impl Fn() -> reqwest::RequestBuilder) -> Value {
