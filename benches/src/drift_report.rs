@@ -307,13 +307,14 @@ pub fn settings() -> String {
          candidate by profile; and when nothing meets the target, serves that candidate if it is within \
          {} standard error of the most accurate choice on the window (this last rule was added after the \
          first results: without it, cheap votes that were lucky on 50 labels served the NYT phase). \
+         The live master tracks with `--selection tracking` (`tests/tests/drift_live.rs` runs a shortened \
+         `sentiment-domains`, 1,200 requests, through it and this replay of Cocktail (tracking): they \
+         agree on accuracy met within 3 points and on models per request within 10 %). \
          Cocktail (tracking, soft) is the same tracking voting by the mean of its members' probability \
          vectors (recorded for every model and item), and scoring every choice by that vote. Cocktail (O1/O2) \
          is the paper's selection as the live master runs it by default (`policy::ensemble`): O1 on the \
          recorded answers, then O2 on the window of labelled outcomes every {} requests \
-         (`tests/tests/drift_live.rs` runs a shortened `sentiment-domains`, 1,200 requests, through a \
-         live master and this replay: they agree on accuracy met within 3 points and on models per \
-         request within 10 %); Cocktail-M \
+         (checked live the same way); Cocktail-M \
          (measured) replaces O2 by greedy selection on the buffer of every candidate's answers \
          (`--selection measured`). Clipper serves every model and averages their probabilities.",
         c.interval,

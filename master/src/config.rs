@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use cocktail_common::auth::Secret;
 
-use cocktail_policy::selection::SelectionConfig;
+use cocktail_policy::selection::{Rule, SelectionConfig};
+use cocktail_policy::tracking::TrackingConfig;
 use cocktail_policy::voting::Scheme;
 
 /// `--join-calls-us`'s default: a millisecond, the resolution of tokio's timer (a shorter
@@ -54,8 +55,9 @@ pub struct MasterConfig {
     /// Every n-th unlabelled request is also sent to the unused candidates; each candidate's
     /// weights learn what the others agree on (0: never). O2 uses real labels only.
     pub pseudo_label_every: u64,
-    /// Under `--selection measured`, every n-th labelled request is also sent to the
-    /// candidates outside the ensemble, to fill the constraint's buffer (0: never).
+    /// Under `--selection measured` or `tracking`, every n-th labelled request is also
+    /// sent to the candidates outside the ensemble, to fill the constraint's buffer or
+    /// its tracker's window (0: never).
     pub shadow_every: u64,
     /// Answered requests remembered for `/v1/feedback`.
     pub feedback_capacity: usize,
@@ -78,6 +80,21 @@ pub struct MasterConfig {
     /// another call to the same instance is under way, for it to end (at most this long)
     /// and go out joined (zero: every call goes alone).
     pub linger: Duration,
+}
+
+impl MasterConfig {
+    /// Under `--selection tracking`, how each constraint's tracker follows the traffic:
+    /// scoring votes by the rule the master votes with, re-selecting every
+    /// `--interval-requests` requests (the tracker's own 100 when the interval is given
+    /// in seconds).
+    pub fn tracking(&self) -> Option<TrackingConfig> {
+        let interval = match self.interval {
+            Interval::Requests(n) => Some(n),
+            Interval::Every(_) => None,
+        };
+        (self.selection.rule == Rule::Tracking)
+            .then(|| TrackingConfig::serving(self.scheme.rule(), interval))
+    }
 }
 
 impl Default for MasterConfig {

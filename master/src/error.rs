@@ -67,6 +67,10 @@ pub enum MasterError {
     },
     #[error("no ensemble member answered: {}", summary(.0))]
     AllMembersFailed(Vec<MemberFailure>),
+    /// Every member was still at work when the request stopped waiting (its latency
+    /// target, plus `--deadline-grace-ms` unless the deadline is strict).
+    #[error("no ensemble member answered in time: {}", summary(.0))]
+    AllMembersLate(Vec<MemberFailure>),
     #[error("this master runs without a resource controller (start it with `--provider local`)")]
     NoController,
     /// A zoo reload found the manifest broken: the zoo served stays.
@@ -124,6 +128,7 @@ impl MasterError {
             Self::NoWorkers { .. } => "no_workers",
             Self::Rejected { error_type, .. } => error_type,
             Self::AllMembersFailed(_) => "members_failed",
+            Self::AllMembersLate(_) => "members_late",
             Self::NoController => "no_controller",
             Self::Provider(_) => "provider",
             Self::ZooRefused(_) => "zoo_refused",

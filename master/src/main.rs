@@ -103,12 +103,13 @@ struct Args {
     /// on real labels only (`label`, `/v1/feedback`).
     #[arg(long, env = "COCKTAIL_PSEUDO_LABEL_EVERY", default_value_t = 10)]
     pseudo_label_every: u64,
-    /// How ensembles are chosen: `cocktail` (the paper's O1 and O2) or `measured`
-    /// (greedy forward selection on each constraint's labelled answers).
+    /// How ensembles are chosen: `cocktail` (the paper's O1 and O2), `measured` (greedy
+    /// forward selection on each constraint's labelled answers) or `tracking` (re-selection
+    /// on the recent labelled answers, at once when they show a shift; for drifting traffic).
     #[arg(long, env = "COCKTAIL_SELECTION", value_enum, default_value_t = Rule::Cocktail)]
     selection: Rule,
-    /// Under `--selection measured`, every n-th labelled request also goes to every
-    /// candidate outside the ensemble, to measure them (0: never).
+    /// Under `--selection measured` or `tracking`, every n-th labelled request also goes
+    /// to every candidate outside the ensemble, to measure them (0: never).
     #[arg(long, env = "COCKTAIL_SHADOW_EVERY", default_value_t = 20)]
     shadow_every: u64,
     /// HTTP worker threads.

@@ -6,6 +6,7 @@
 use crate::estimate::{Recorded, majority_vote};
 use crate::measured::{self, Buffer, Labelled};
 use crate::selection::{self, Adjustment, Candidate, Constraint, Rule, SelectionConfig, Window};
+use crate::tracking::{Tracker, TrackingConfig};
 
 #[derive(Debug, Clone)]
 pub struct Ensemble {
@@ -25,6 +26,8 @@ pub struct Ensemble {
     rejected: Vec<usize>,
     /// Labelled items with every candidate's answer, for measured selection.
     buffer: Buffer,
+    /// Under tracking ([`Ensemble::track`]), what chooses the members instead of O2.
+    tracker: Option<Box<Tracker>>,
 }
 
 /// An addition on trial: on the window's labelled items, how often the members' plain
@@ -57,6 +60,7 @@ impl Ensemble {
             trial: None,
             rejected: Vec::new(),
             buffer: Buffer::default(),
+            tracker: None,
         }
     }
 
@@ -132,15 +136,14 @@ impl Ensemble {
         recorded: Option<&Recorded>,
     ) -> Option<Adjustment> {
         self.pool = selection::candidates(models, &self.constraint);
+        if self.tracker.is_some() {
+            // The tracker re-selects on its own count of requests ([`Ensemble::served`]).
+            self.reset_window();
+            return None;
+        }
         if config.rule == Rule::Measured {
             let chosen = measured::select(models, &self.constraint, &self.buffer, recorded);
-            let same = |a: &[usize], b: &[usize]| {
-                let (mut a, mut b) = (a.to_vec(), b.to_vec());
-                a.sort_unstable();
-                b.sort_unstable();
-                a == b
-            };
-            if chosen.is_empty() || same(&chosen, &self.members) {
+            if chosen.is_empty() || same_members(&chosen, &self.members) {
                 self.reset_window();
                 return None;
             }
@@ -190,7 +193,8 @@ impl Ensemble {
             Adjustment::Keep
             | Adjustment::Revert(_)
             | Adjustment::Refit(_)
-            | Adjustment::Measured(_) => {
+            | Adjustment::Measured(_)
+            | Adjustment::Tracked(..) => {
                 self.reset_window();
             }
             Adjustment::Prune(members) => self.replace(members.clone(), self.generation + 1),
@@ -207,20 +211,46 @@ impl Ensemble {
         (adjustment != Adjustment::Keep).then_some(adjustment)
     }
 
+    /// From now on the members follow the traffic ([`crate::tracking`]): a tracker
+    /// starting from the current members chooses them at every [`Ensemble::served`],
+    /// from the items [`Ensemble::remember`] keeps, and O2 stands aside.
+    pub fn track(&mut self, config: TrackingConfig) {
+        self.tracker = Some(Box::new(Tracker::new(config, self.members.clone())));
+    }
+
+    /// One more request was served. Under tracking, the tracker's check: when it chose
+    /// other members they are served from now on (a new generation) and returned.
+    pub fn served(&mut self, models: &[Candidate]) -> Option<Adjustment> {
+        let tracker = self.tracker.as_mut()?;
+        let why = tracker.served(models, &self.constraint)?;
+        let chosen = tracker.members().to_vec();
+        if chosen.is_empty() || same_members(&chosen, &self.members) {
+            return None;
+        }
+        self.replace(chosen.clone(), self.generation + 1);
+        Some(Adjustment::Tracked(chosen, why))
+    }
+
     /// Keeps a labelled item with every candidate's answer it has (`answers[model]`), for
-    /// measured selection.
+    /// measured selection or, under tracking, for the tracker (as served now).
     pub fn remember(&mut self, item: Labelled) {
-        self.buffer.push(item);
+        match &mut self.tracker {
+            Some(tracker) => tracker.label(tracker.requests(), item),
+            None => self.buffer.push(item),
+        }
     }
 
-    /// Labelled items kept for measured selection.
+    /// Labelled items kept for measured selection or tracking.
     pub fn remembered(&self) -> usize {
-        self.buffer.len()
+        self.tracker.as_ref().map_or(self.buffer.len(), |t| t.len())
     }
 
-    /// Adopts a new member list (from O2 or from another master through the cache); an
-    /// addition on trial is settled by whoever made the change.
+    /// Adopts a new member list (from O2, tracking or another master through the
+    /// cache); an addition on trial is settled by whoever made the change.
     pub fn replace(&mut self, members: Vec<usize>, generation: u64) {
+        if let Some(tracker) = &mut self.tracker {
+            tracker.adopt(&members);
+        }
         self.members = members;
         self.generation = generation;
         self.trial = None;
@@ -247,6 +277,14 @@ impl Ensemble {
     pub fn window_labelled(&self) -> usize {
         self.window.labelled
     }
+}
+
+/// Whether `a` and `b` hold the same models, in any order.
+fn same_members(a: &[usize], b: &[usize]) -> bool {
+    let (mut a, mut b) = (a.to_vec(), b.to_vec());
+    a.sort_unstable();
+    b.sort_unstable();
+    a == b
 }
 
 /// Per model (of `models`), the tightest latency target among `(latency_ms, members)`
@@ -282,6 +320,7 @@ pub fn targets_of(ensembles: &[Ensemble], models: usize) -> Vec<Option<f64>> {
 mod tests {
     use super::*;
     use crate::selection::Objective;
+    use crate::tracking::Reselect;
 
     /// One labelled item of class 0 per row of `answers` (each member's class, in
     /// member order); the ensemble answers class 0 when half or more of them do.
@@ -375,6 +414,65 @@ mod tests {
         let slow = crate::response::predicted(&profiled, &[], &[], Some(5.0));
         assert_eq!(e.revisit(&slow, &config, None), None);
         assert_eq!(e.members, [2]);
+    }
+
+    #[test]
+    fn a_tracking_ensemble_follows_its_tracker_and_o2_stands_aside() {
+        let model = |latency_ms, accuracy| Candidate {
+            latency_ms,
+            accuracy,
+            packing_factor: 1,
+        };
+        // Model 0 is cheap, model 1 slow and the most accurate by profile.
+        let models = [model(1.0, 0.80), model(5.0, 0.90)];
+        let constraint = Constraint {
+            latency_ms: 10.0,
+            accuracy: 0.85,
+            objective: Objective::Accuracy,
+        };
+        let mut e = Ensemble::new(&models, constraint, vec![1], 0);
+        e.track(crate::tracking::TrackingConfig::serving(
+            crate::estimate::Rule::Majority,
+            Some(100),
+        ));
+        // On this traffic the cheap model is always right and the accurate one never.
+        let item = Labelled {
+            label: 0,
+            answers: vec![Some(0), Some(1)],
+            probabilities: Vec::new(),
+        };
+        let serve = |e: &mut Ensemble, labelled: bool| {
+            if labelled {
+                e.remember(item.clone());
+            }
+            e.served(&models)
+        };
+        for _ in 0..49 {
+            assert_eq!(serve(&mut e, true), None);
+        }
+        assert_eq!(e.remembered(), 49, "the items went to the tracker");
+        // 50 labels show the served model falling short: it chooses again at once.
+        assert_eq!(
+            serve(&mut e, true),
+            Some(Adjustment::Tracked(vec![0], Reselect::Shift))
+        );
+        assert_eq!((e.members.as_slice(), e.generation), (&[0][..], 1));
+        // O2's interval passes without a change: the tracker chooses.
+        assert_eq!(e.revisit(&models, &SelectionConfig::default(), None), None);
+        assert_eq!(e.members, [0]);
+        // Another master's choice through the cache is adopted, until the tracker's
+        // interval ends (request 100) and it chooses on its window again.
+        e.replace(vec![1], 2);
+        assert_eq!(serve(&mut e, false), None);
+        for _ in 0..48 {
+            assert_eq!(serve(&mut e, true), None);
+        }
+        assert_eq!(e.members, [1]);
+        assert_eq!(
+            serve(&mut e, true),
+            Some(Adjustment::Tracked(vec![0], Reselect::Interval))
+        );
+        assert_eq!(e.generation, 3);
     }
 
     #[test]

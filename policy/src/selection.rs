@@ -85,6 +85,10 @@ pub enum Rule {
     /// Greedy forward selection on each constraint's buffer of labelled answers
     /// ([`crate::measured`]), O1 until the buffer is big enough.
     Measured,
+    /// Selection that follows the traffic ([`crate::tracking`]): re-selects on the
+    /// recent labelled answers of every candidate at every interval, and at once when the
+    /// served ensemble falls short on the latest labels.
+    Tracking,
 }
 
 impl Rule {
@@ -92,6 +96,7 @@ impl Rule {
         match self {
             Self::Cocktail => "cocktail",
             Self::Measured => "measured",
+            Self::Tracking => "tracking",
         }
     }
 }
@@ -326,6 +331,8 @@ pub enum Adjustment {
     Refit(Vec<usize>),
     /// Measured selection's new choice ([`crate::measured::select`]).
     Measured(Vec<usize>),
+    /// Tracking's new choice ([`crate::tracking::Tracker`]) and why it chose again.
+    Tracked(Vec<usize>, crate::tracking::Reselect),
 }
 
 /// O2: adjusts `members` (indices into `models`) from the window. `pool` holds the

@@ -78,6 +78,18 @@ impl TrackingConfig {
         }
     }
 
+    /// Cocktail's tracking as the master and the simulator serve with it
+    /// (`--selection tracking`): votes scored by `rule`, the one they are voted with,
+    /// and a re-selection every `interval` requests (Cocktail's 100 when `None`).
+    pub fn serving(rule: Rule, interval: Option<u64>) -> Self {
+        let cocktail = Self::cocktail();
+        Self {
+            rule,
+            interval: interval.map_or(cocktail.interval, |n| n.max(1)),
+            ..cocktail
+        }
+    }
+
     /// Plain re-selection: the last 200 labels, every 100 requests, the cheapest choice
     /// that meets the target on them.
     pub fn plain() -> Self {
@@ -134,6 +146,17 @@ impl Tracker {
     /// The ensemble to serve now.
     pub fn members(&self) -> &[usize] {
         &self.members
+    }
+
+    /// Requests served so far (what [`Tracker::label`]'s `served_at` counts).
+    pub fn requests(&self) -> u64 {
+        self.requests
+    }
+
+    /// Serves `members` from now on, chosen elsewhere (another master, through the
+    /// shared cache); the next re-selection may choose again.
+    pub fn adopt(&mut self, members: &[usize]) {
+        members.clone_into(&mut self.members);
     }
 
     /// The labelled items it holds.

@@ -1,10 +1,12 @@
 //! A drift schedule through the live system (issue 34, point 6): a shortened
 //! `sentiment-domains` (movie, NYT, tweets, Amazon), sent by `cocktail loadgen --drift`'s
 //! code to a real master with every sentiment model on real workers, every request
-//! labelled, against the drift replay of the same requests (`cocktail sim --drift`). The
-//! master runs the paper's selection, O1 on the recorded answers then O2 on the window
-//! every 100 requests; the replay's `Cocktail (O1/O2)` is the same policy code. They
-//! agree on accuracy met within 3 points and on models per request within 10 %.
+//! labelled, against the drift replay of the same requests (`cocktail sim --drift`).
+//! Once with the paper's selection, O1 on the recorded answers then O2 on the window
+//! every 100 requests, against the replay's `Cocktail (O1/O2)`; once with
+//! `--selection tracking` (every labelled request also asked of every candidate),
+//! against the replay's `Cocktail (tracking)`. Either way the same policy code chooses,
+//! and they agree on accuracy met within 3 points and on models per request within 10 %.
 //!
 //! The replay chooses among the response times this master predicts (each model's
 //! inference plus the hop its readiness probe measured), as the simulator takes the live
@@ -26,7 +28,7 @@ use std::time::Duration;
 
 use cocktail_benches::loadgen::{self, DriftLoad, LoadgenConfig};
 use cocktail_benches::sim::World;
-use cocktail_benches::sim::drift::{DriftScheme, DriftWorld, Feedback, run};
+use cocktail_benches::sim::drift::{DriftResult, DriftScheme, DriftWorld, Feedback, run};
 use cocktail_benches::workload::Mix;
 use cocktail_benches::workload::drift::{SENTIMENT_DOMAINS, Schedule};
 use cocktail_common::Zoo;
@@ -79,17 +81,20 @@ async fn predicted_response_times(cluster: &Cluster, models: usize) -> Vec<(Stri
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_shortened_sentiment_domains_meets_its_target_live_as_often_as_replayed() {
+/// The shortened schedule through a master started with `flags` (beside the replay's
+/// interval and no pseudo-labels), and its replay under `scheme`: the live run's
+/// report, the replay, and the master's ensembles at the end.
+async fn live_and_replayed(
+    flags: &[&str],
+    scheme: DriftScheme,
+) -> (loadgen::LoadReport, DriftResult, serde_json::Value) {
     let zoo = Zoo::load(zoo_manifest()).unwrap();
     let world = World::load(&zoo, "sentiment").unwrap();
     let models: Vec<&str> = world.models.iter().map(String::as_str).collect();
     // The replay re-selects every 100 requests and learns from no pseudo-label.
-    let cluster = Cluster::start(
-        &["--interval-requests", "100", "--pseudo-label-every", "0"],
-        &models,
-    )
-    .await;
+    let mut args = vec!["--interval-requests", "100", "--pseudo-label-every", "0"];
+    args.extend_from_slice(flags);
+    let cluster = Cluster::start(&args, &models).await;
     let predicted = predicted_response_times(&cluster, models.len()).await;
     let timed = world.with_response_times(&predicted).unwrap();
     let dw = DriftWorld::new(&zoo, &timed, &SHORT).unwrap();
@@ -97,7 +102,7 @@ async fn a_shortened_sentiment_domains_meets_its_target_live_as_often_as_replaye
         fraction: 1.0,
         delay_s: 0.0,
     };
-    let replayed = run(&dw, DriftScheme::CocktailO2, full, SEED);
+    let replayed = run(&dw, scheme, full, SEED);
 
     let (items, labelled) = dw.requests(SEED, full.fraction);
     let seconds = (items.len() as f64 / RATE).ceil() as usize + 1;
@@ -135,9 +140,10 @@ async fn a_shortened_sentiment_domains_meets_its_target_live_as_often_as_replaye
         .unwrap();
     let ensembles = cluster.get("/v1/ensembles").await;
     eprintln!(
-        "predicted response times: {predicted:?}\n\
+        "{}: predicted response times: {predicted:?}\n\
          live: {} requests, accuracy met {:.4}, accuracy {:.4}, models/request {:.3}; ensembles {ensembles}\n\
-         replayed: {} requests, accuracy met {:.4}, accuracy {:.4}, models/request {:.3}",
+         replayed: {} requests, accuracy met {:.4}, accuracy {:.4}, models/request {:.3}, shifts {}",
+        scheme.name(),
         live.sent,
         live.accuracy_met,
         live.accuracy,
@@ -146,6 +152,7 @@ async fn a_shortened_sentiment_domains_meets_its_target_live_as_often_as_replaye
         replayed.accuracy_met,
         replayed.accuracy,
         replayed.models_per_request,
+        replayed.shifts,
     );
     load::assert_agrees(
         &live,
@@ -153,6 +160,12 @@ async fn a_shortened_sentiment_domains_meets_its_target_live_as_often_as_replaye
         replayed.accuracy_met,
         replayed.models_per_request,
     );
+    (live, replayed, ensembles)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shortened_sentiment_domains_meets_its_target_live_as_often_as_replayed() {
+    let (_, replayed, ensembles) = live_and_replayed(&[], DriftScheme::CocktailO2).await;
     // O1 serves the fastest model that meets the target by its profile; O2 adds to it
     // where a domain falls short, live as replayed.
     assert!(replayed.models_per_request > 1.0, "{replayed:?}");
@@ -160,4 +173,20 @@ async fn a_shortened_sentiment_domains_meets_its_target_live_as_often_as_replaye
         ensembles["ensembles"][0]["generation"].as_u64() > Some(0),
         "{ensembles}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tracking_master_follows_the_domains_as_its_replay_does() {
+    let (live, replayed, ensembles) = live_and_replayed(
+        &["--selection", "tracking", "--shadow-every", "1"],
+        DriftScheme::Cocktail,
+    )
+    .await;
+    // The tracker changed the members as the domains changed, live as replayed.
+    assert!(replayed.models_per_request > 1.0, "{replayed:?}");
+    assert!(
+        ensembles["ensembles"][0]["generation"].as_u64() > Some(1),
+        "{ensembles}"
+    );
+    assert!(live.models_per_request > 1.0, "{live:?}");
 }

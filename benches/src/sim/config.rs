@@ -123,9 +123,10 @@ pub struct SimConfig {
     /// Members may answer this long after the latency target, as the master's
     /// `--deadline-grace-ms` (default 0); a later answer is an SLO violation either way.
     pub grace_ms: f64,
-    /// Under measured selection, every n-th request's item joins its constraint's buffer
-    /// with every candidate's recorded answer, as the master's `--shadow-every` (the
-    /// shadow calls' load on the pools is not modelled).
+    /// Under measured selection or tracking, every n-th request's item joins its
+    /// constraint's buffer (its tracker's window) with every candidate's recorded answer,
+    /// as the master's `--shadow-every` (the shadow calls' load on the pools is not
+    /// modelled).
     pub shadow_every: u64,
     pub selection: SelectionConfig,
     pub autoscale: AutoscaleConfig,
@@ -136,11 +137,12 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    /// The scheme's name, with measured selection as a scheme of its own
-    /// (`Cocktail-M`).
+    /// The scheme's name, with measured selection and tracking as schemes of their own
+    /// (`Cocktail-M`, `Cocktail-T`).
     pub fn label(&self) -> String {
         match (self.scheme, self.selection.rule) {
             (Scheme::Cocktail, Rule::Measured) => "Cocktail-M".to_owned(),
+            (Scheme::Cocktail, Rule::Tracking) => "Cocktail-T".to_owned(),
             (scheme, _) => scheme.name().to_owned(),
         }
     }

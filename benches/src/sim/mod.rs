@@ -162,7 +162,11 @@ pub fn run(
     // Requests are the test items selection does not estimate on (`World::recorded`).
     let (first_scored, items) = world.scored_items();
     let chaos = config.revocations_per_hour * config.reactive_interval_s / 3600.0;
-    let measured = config.scheme == Scheme::Cocktail && config.selection.rule == Rule::Measured;
+    // Measured selection and tracking choose on every candidate's answers (the
+    // master's shadow calls).
+    let shadows = config.scheme == Scheme::Cocktail
+        && matches!(config.selection.rule, Rule::Measured | Rule::Tracking);
+    let tracking = config.scheme == Scheme::Cocktail && config.selection.rule == Rule::Tracking;
     let mut shadowed = 0_u64;
     let spot = config.scheme.spot();
 
@@ -307,7 +311,7 @@ pub fn run(
                 label,
             );
             shadowed += 1;
-            if measured && shadowed.is_multiple_of(config.shadow_every.max(1)) {
+            if shadows && shadowed.is_multiple_of(config.shadow_every.max(1)) {
                 ensemble.remember(world.labelled(item, &ensemble.pool));
             }
         } else {
@@ -335,6 +339,9 @@ pub fn run(
             tally.met += u64::from(met);
         }
         arrived += 1;
+        if tracking {
+            ensemble.served(&fleet.cluster.predicted(&world.candidates));
+        }
         if let (Some(n), Some(count), Some(dropped)) = (
             config.o2_interval_requests,
             since_o2.get_mut(kind),

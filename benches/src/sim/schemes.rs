@@ -1,8 +1,9 @@
 //! The baselines' model choices (Cocktail §5.1) and each scheme's interval step.
 
 use cocktail_policy::ensemble::Ensemble;
-use cocktail_policy::response;
-use cocktail_policy::selection::{self, Candidate, Constraint};
+use cocktail_policy::selection::{self, Candidate, Constraint, Rule};
+use cocktail_policy::tracking::TrackingConfig;
+use cocktail_policy::{estimate, response};
 
 use super::World;
 use super::cluster::Cluster;
@@ -47,7 +48,15 @@ pub(super) fn initial_ensembles(
                         &c,
                         Some(&world.recorded),
                     );
-                    Ensemble::new(models, c, members, 0)
+                    let mut ensemble = Ensemble::new(models, c, members, 0);
+                    if config.selection.rule == Rule::Tracking {
+                        // The simulator votes by majority (`sim::run`).
+                        ensemble.track(TrackingConfig::serving(
+                            estimate::Rule::Majority,
+                            config.o2_interval_requests,
+                        ));
+                    }
+                    ensemble
                 }
                 Scheme::Infaas => Ensemble::new(models, c, vec![infaas_choice(models, &c)], 0),
                 Scheme::Clipper | Scheme::ClipperX => {

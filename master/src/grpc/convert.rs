@@ -234,6 +234,7 @@ impl From<MasterError> for Status {
             | MasterError::UnknownPool { .. }
             | MasterError::NoController => Code::NotFound,
             MasterError::NoWorkers { .. } | MasterError::AllMembersFailed(_) => Code::Unavailable,
+            MasterError::AllMembersLate(_) => Code::DeadlineExceeded,
             MasterError::Provider(_) => Code::Unavailable,
             MasterError::ZooRefused(_) => Code::FailedPrecondition,
             MasterError::Common(_) | MasterError::Internal(_) => Code::Internal,
@@ -364,5 +365,12 @@ mod tests {
         assert!(status.message().contains("latency_ms"));
         let status = Status::from(MasterError::NoWorkers { task: "t".into() });
         assert_eq!(status.code(), Code::Unavailable);
+        let late = vec![crate::error::MemberFailure {
+            model: "cnn".into(),
+            error: "missed the deadline".into(),
+        }];
+        let status = Status::from(MasterError::AllMembersLate(late));
+        assert_eq!(status.code(), Code::DeadlineExceeded);
+        assert!(status.message().contains("cnn: missed the deadline"));
     }
 }

@@ -29,6 +29,7 @@ impl ResponseError for MasterError {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY)
             }
             Self::AllMembersFailed(_) | Self::Provider(_) => StatusCode::BAD_GATEWAY,
+            Self::AllMembersLate(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Common(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -57,7 +58,7 @@ impl ResponseError for MasterError {
             }
             _ => {}
         }
-        if let Self::AllMembersFailed(failures) = self {
+        if let Self::AllMembersFailed(failures) | Self::AllMembersLate(failures) = self {
             return response.json(MembersFailed {
                 error,
                 error_type: self.kind().to_owned(),

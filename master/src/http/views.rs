@@ -184,7 +184,7 @@ pub struct ClassifyForm {
     pub id: Option<String>,
 }
 
-/// The 502 when no ensemble member answered: each member's error.
+/// The 502 (504: all late) when no ensemble member answered: each member's error.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MembersFailed {
     pub error: String,

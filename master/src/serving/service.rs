@@ -266,7 +266,7 @@ impl Master {
                     metrics::counter!("cocktail_master_cache_total", "layer" => "redis", "outcome" => "hit")
                         .increment(1);
                     let state =
-                        KeyState::new(&self.served(task), constraint, members, cached.generation);
+                        self.key_state(&self.served(task), constraint, members, cached.generation);
                     return (self.ensembles.insert(key.clone(), task, state), true);
                 }
             }
@@ -283,17 +283,33 @@ impl Master {
         if members.is_empty() {
             // Nothing can serve the constraint now (no worker yet, say): not remembered, so
             // the next request selects again instead of finding an empty ensemble.
-            let state = KeyState::new(&served, constraint, members, 0);
+            let state = self.key_state(&served, constraint, members, 0);
             return (Arc::new(Mutex::new(state)), false);
         }
         tracing::info!(%key, members = ?names(task, &members), "O1 selected an ensemble");
         let state = self.ensembles.insert(
             key.clone(),
             task,
-            KeyState::new(&served, constraint, members, 0),
+            self.key_state(&served, constraint, members, 0),
         );
         self.publish(task, key, &state);
         (state, false)
+    }
+
+    /// A constraint's state serving `members`; under `--selection tracking` they follow
+    /// the traffic from then on.
+    fn key_state(
+        &self,
+        served: &[selection::Candidate],
+        constraint: Constraint,
+        members: Vec<usize>,
+        generation: u64,
+    ) -> KeyState {
+        let mut state = KeyState::new(served, constraint, members, generation);
+        if let Some(tracking) = self.config.tracking() {
+            state.track(tracking);
+        }
+        state
     }
 
     /// The task's candidates as selection sees them: each model's `latency_ms` is its
@@ -772,7 +788,8 @@ fn no_candidate(task: &TaskTable, c: &Constraint, served: &[selection::Candidate
 }
 
 /// The error when no member answered: the workers' own 4xx when every one refused the
-/// input, 503 when no pool has an instance, else 502 listing each member's error.
+/// input, 503 when no pool has an instance, 504 when every one was late, else 502
+/// listing each member's error.
 fn all_failed(task: &str, errors: Vec<&MemberError>, failed: Vec<MemberFailure>) -> MasterError {
     let all_rejected = errors
         .iter()
@@ -796,6 +813,9 @@ fn all_failed(task: &str, errors: Vec<&MemberError>, failed: Vec<MemberFailure>)
         return MasterError::NoWorkers {
             task: task.to_owned(),
         };
+    }
+    if errors.iter().all(|e| matches!(e, MemberError::Deadline)) {
+        return MasterError::AllMembersLate(failed);
     }
     MasterError::AllMembersFailed(failed)
 }

@@ -7,6 +7,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use cocktail_policy::selection::{Adjustment, Constraint};
+use cocktail_policy::tracking::Reselect;
 use parking_lot::Mutex;
 
 /// Constraint keys followed at once; requests of further keys are counted under none
@@ -160,7 +161,8 @@ impl Traffic {
     }
 }
 
-/// The kind of an ensemble change and why O2 makes it (`policy::selection::adjust`).
+/// The kind of an ensemble change and why selection makes it (`policy::selection::adjust`,
+/// `policy::tracking`).
 pub fn describe(change: &Adjustment) -> (&'static str, &'static str) {
     match change {
         Adjustment::Keep => ("keep", "the window met the target with no member to spare"),
@@ -183,6 +185,14 @@ pub fn describe(change: &Adjustment) -> (&'static str, &'static str) {
         Adjustment::Measured(_) => (
             "measured",
             "measured selection: the set most accurate on the labelled buffer within the latency target",
+        ),
+        Adjustment::Tracked(_, Reselect::Interval) => (
+            "tracked",
+            "tracking: the cheapest choice that meets the target on the recent labels",
+        ),
+        Adjustment::Tracked(_, Reselect::Shift) => (
+            "shift",
+            "tracking: the ensemble fell short on the latest labels; chosen again on what came after",
         ),
     }
 }

@@ -42,10 +42,10 @@ async fn members_late_for_the_target_give_a_late_answer_unless_deadlines_are_str
         )
         .await;
     assert_eq!(
-        status, 502,
+        status, 504,
         "strict deadlines: nobody answered in time: {body}"
     );
-    assert_eq!(body["error_type"], "members_failed", "{body}");
+    assert_eq!(body["error_type"], "members_late", "{body}");
     assert!(
         body["error"]
             .as_str()

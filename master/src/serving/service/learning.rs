@@ -62,6 +62,23 @@ impl Master {
                 self.recent.remember(id.to_owned(), record);
             }
         }
+        if self.config.selection.rule == Rule::Tracking {
+            let change = {
+                let mut s = state.lock();
+                let window_accuracy = s.window_accuracy();
+                s.served(&self.served(&resolved.task))
+                    .map(|change| (change, window_accuracy))
+            };
+            if let Some((change, window_accuracy)) = change {
+                self.announce(
+                    &resolved.task,
+                    &resolved.key,
+                    state,
+                    &change,
+                    window_accuracy,
+                );
+            }
+        }
         self.revisit(&resolved.task, &resolved.key, state);
     }
 
@@ -83,30 +100,35 @@ impl Master {
             (change, window_accuracy)
         };
         if let Some(change) = change {
-            let kind = match change {
-                Adjustment::Prune(_) => "prune",
-                Adjustment::Add(_) => "add",
-                Adjustment::Revert(_) => "revert",
-                Adjustment::Refit(_) => "refit",
-                Adjustment::Measured(_) => "measured",
-                Adjustment::Keep => "keep",
-            };
-            let members = names(task, &state.lock().members);
-            let now_s = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64());
-            self.traffic.decided(
-                key.as_str(),
-                &change,
-                members.clone(),
-                window_accuracy,
-                now_s,
-            );
-            tracing::info!(%key, kind, ?members, "O2 changed an ensemble");
-            metrics::counter!("cocktail_master_selection_changes_total", "kind" => kind)
-                .increment(1);
-            self.publish(task, key, state);
+            self.announce(task, key, state, &change, window_accuracy);
         }
+    }
+
+    /// A change of the key's members (by O2, measured selection or tracking): on the
+    /// traffic page, in the log and metrics, and published to the shared cache.
+    fn announce(
+        &self,
+        task: &TaskTable,
+        key: &ConstraintKey,
+        state: &Mutex<KeyState>,
+        change: &Adjustment,
+        window_accuracy: Option<f64>,
+    ) {
+        let (kind, _) = crate::serving::traffic::describe(change);
+        let members = names(task, &state.lock().members);
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.traffic.decided(
+            key.as_str(),
+            change,
+            members.clone(),
+            window_accuracy,
+            now_s,
+        );
+        tracing::info!(%key, kind, ?members, "selection changed an ensemble");
+        metrics::counter!("cocktail_master_selection_changes_total", "kind" => kind).increment(1);
+        self.publish(task, key, state);
     }
 
     /// Every n-th unlabelled request also goes to the candidates outside the ensemble,
@@ -130,10 +152,10 @@ impl Master {
         });
     }
 
-    /// Under measured selection, every n-th labelled request also goes to the
-    /// candidates outside the ensemble, in the background; the items, with every
+    /// Under measured selection or tracking, every n-th labelled request also goes to
+    /// the candidates outside the ensemble, in the background; the items, with every
     /// candidate's answer (its class and probability vector) and their labels, join the
-    /// constraint's buffer.
+    /// constraint's buffer or its tracker's window.
     fn maybe_measure(
         &self,
         record: &Answered,
@@ -142,7 +164,7 @@ impl Master {
         deadline: Instant,
     ) {
         let every = self.config.shadow_every;
-        if self.config.selection.rule != Rule::Measured
+        if !matches!(self.config.selection.rule, Rule::Measured | Rule::Tracking)
             || every == 0
             || !self
                 .labelled
