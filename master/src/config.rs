@@ -55,9 +55,9 @@ pub struct MasterConfig {
     /// Every n-th unlabelled request is also sent to the unused candidates; each candidate's
     /// weights learn what the others agree on (0: never). O2 uses real labels only.
     pub pseudo_label_every: u64,
-    /// Under `--selection measured` or `tracking`, every n-th labelled request is also
-    /// sent to the candidates outside the ensemble, to fill the constraint's buffer or
-    /// its tracker's window (0: never).
+    /// Under `--selection measured` or `tracking`, every n-th request is also sent to the
+    /// candidates outside the ensemble, to fill the constraint's buffer or its tracker's
+    /// window once its label is known (0: never).
     pub shadow_every: u64,
     /// Answered requests remembered for `/v1/feedback`.
     pub feedback_capacity: usize,

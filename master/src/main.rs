@@ -108,8 +108,9 @@ struct Args {
     /// on the recent labelled answers, at once when they show a shift; for drifting traffic).
     #[arg(long, env = "COCKTAIL_SELECTION", value_enum, default_value_t = Rule::Cocktail)]
     selection: Rule,
-    /// Under `--selection measured` or `tracking`, every n-th labelled request also goes
-    /// to every candidate outside the ensemble, to measure them (0: never).
+    /// Under `--selection measured` or `tracking`, every n-th request also goes to every
+    /// candidate outside the ensemble, to measure them on its label, in the request or
+    /// sent later (0: never).
     #[arg(long, env = "COCKTAIL_SHADOW_EVERY", default_value_t = 20)]
     shadow_every: u64,
     /// HTTP worker threads.

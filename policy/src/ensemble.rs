@@ -234,10 +234,21 @@ impl Ensemble {
     /// Keeps a labelled item with every candidate's answer it has (`answers[model]`), for
     /// measured selection or, under tracking, for the tracker (as served now).
     pub fn remember(&mut self, item: Labelled) {
+        self.remember_served(self.requests_served(), item);
+    }
+
+    /// [`Ensemble::remember`] for an item served when [`Ensemble::requests_served`] was
+    /// `served_at` (its label came later): the tracker forgets it by that age.
+    pub fn remember_served(&mut self, served_at: u64, item: Labelled) {
         match &mut self.tracker {
-            Some(tracker) => tracker.label(tracker.requests(), item),
+            Some(tracker) => tracker.label(served_at, item),
             None => self.buffer.push(item),
         }
+    }
+
+    /// Under tracking, the requests served so far (the tracker's count); else 0.
+    pub fn requests_served(&self) -> u64 {
+        self.tracker.as_ref().map_or(0, |t| t.requests())
     }
 
     /// Labelled items kept for measured selection or tracking.

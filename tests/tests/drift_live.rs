@@ -4,8 +4,8 @@
 //! labelled, against the drift replay of the same requests (`cocktail sim --drift`).
 //! Once with the paper's selection, O1 on the recorded answers then O2 on the window
 //! every 100 requests, against the replay's `Cocktail (O1/O2)`; once with
-//! `--selection tracking` (every labelled request also asked of every candidate),
-//! against the replay's `Cocktail (tracking)`. Either way the same policy code chooses,
+//! `--selection tracking` (every request also asked of every candidate), against the
+//! replay's `Cocktail (tracking)`. Either way the same policy code chooses,
 //! and they agree on accuracy met within 3 points and on models per request within 10 %.
 //!
 //! The replay chooses among the response times this master predicts (each model's

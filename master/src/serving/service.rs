@@ -85,7 +85,8 @@ pub struct Master {
     clients: ThreadClients,
     requests: AtomicU64,
     unlabelled: AtomicU64,
-    labelled: AtomicU64,
+    /// Counts the requests `--shadow-every` picks from.
+    shadow_turn: AtomicU64,
     /// Distinguishes generated request ids of masters started at different times.
     epoch: u64,
     /// Models whose pools a resource controller manages: selectable while no worker
@@ -140,7 +141,7 @@ impl Master {
             tasks,
             registry,
             unlabelled: AtomicU64::new(0),
-            labelled: AtomicU64::new(0),
+            shadow_turn: AtomicU64::new(0),
             ensembles: Ensembles::default(),
             cache,
             usage: Usage::default(),

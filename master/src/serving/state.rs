@@ -12,11 +12,14 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
+use futures_util::future::{BoxFuture, Shared};
+
 use crate::config::Interval;
 use crate::serving::dispatch::MemberAnswer;
 use crate::serving::tasks::TaskTable;
 use cocktail_policy::ensemble::Ensemble;
 use cocktail_policy::estimate::Recorded;
+use cocktail_policy::measured::Labelled;
 use cocktail_policy::selection::{self, Adjustment, Candidate, Constraint, SelectionConfig};
 use cocktail_policy::voting;
 
@@ -214,6 +217,25 @@ pub struct Answered {
     pub member_answers: Vec<Option<MemberAnswer>>,
     pub ensemble: Vec<usize>,
     pub winning_votes: Vec<usize>,
+    /// The key's count of requests served when this one was ([`Ensemble::requests_served`]).
+    pub served_at: u64,
+    /// When this unlabelled request was shadowed (measured selection, tracking): every
+    /// candidate's answer, on which its label is scored if one comes.
+    pub shadowed: Option<Shadowed>,
+}
+
+/// Every candidate's answer to a request, asked in the background (`None`: the task
+/// asking them failed); shared, so that a label coming before they are all back waits.
+#[derive(Clone)]
+pub struct Shadowed(pub Shared<BoxFuture<'static, Option<Arc<AllAnswers>>>>);
+
+/// Each candidate's answer to a request: `(model, answer)`.
+pub type AllAnswers = Vec<(usize, MemberAnswer)>;
+
+impl std::fmt::Debug for Shadowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Shadowed")
+    }
 }
 
 impl Answered {
@@ -245,6 +267,42 @@ impl Answered {
         }
         metrics::counter!("cocktail_master_labels_total", "kind" => "real")
             .increment(labels.len() as u64);
+    }
+
+    /// Keeps the labelled items with every candidate's answer (`all`: its classes and
+    /// probability vector per item) for measured selection or the tracker.
+    pub fn remember_labelled(&self, all: &AllAnswers, labels: &[usize]) {
+        let (models, classes) = (self.task.models.len(), self.task.labels.len());
+        let mut state = self.state.lock();
+        for (item, &label) in labels.iter().enumerate() {
+            let mut answers = vec![None; models];
+            // Each answer's vector for the item, which soft votes are scored on.
+            let mut probabilities = vec![None; models];
+            for (m, answer) in all {
+                if let (Some(slot), Some(&class)) = (answers.get_mut(*m), answer.classes.get(item))
+                {
+                    *slot = u16::try_from(class).ok();
+                }
+                if let (Some(slot), Some(row)) = (
+                    probabilities.get_mut(*m),
+                    answer
+                        .probabilities
+                        .get(item * classes..(item + 1) * classes),
+                ) {
+                    *slot = Some(row.to_vec());
+                }
+            }
+            if let Ok(label) = u16::try_from(label) {
+                state.remember_served(
+                    self.served_at,
+                    Labelled {
+                        label,
+                        answers,
+                        probabilities,
+                    },
+                );
+            }
+        }
     }
 
     /// Teaches the weights what the candidates agree on: `votes` holds every voter's
@@ -430,6 +488,8 @@ mod tests {
             member_answers: vec![Some(classes(vec![1])), Some(classes(vec![0]))],
             ensemble: vec![1],
             winning_votes: vec![1],
+            served_at: 0,
+            shadowed: None,
         };
         // Members 0 and 1 and shadow candidates 2 and 3: three say 1, model 1 says 0.
         let votes = [1, 0, 1, 1].map(|class| classes(vec![class]));
@@ -498,6 +558,8 @@ mod tests {
             member_answers: vec![Some(classes(vec![1]))],
             ensemble: vec![1],
             winning_votes: vec![1],
+            served_at: 0,
+            shadowed: None,
         };
         let recent = Recent::new(2);
         for id in ["a", "b", "c"] {

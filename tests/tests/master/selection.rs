@@ -192,6 +192,7 @@ async fn measured_selection(scheme: &str) -> (Vec<String>, Vec<String>, Vec<Stri
     )
     .await;
     // Unlabelled requests end the next interval without adding items.
+    let mut unlabelled = Vec::new();
     for image in images.iter().take(4) {
         let (status, body) = cluster
             .post(
@@ -203,6 +204,7 @@ async fn measured_selection(scheme: &str) -> (Vec<String>, Vec<String>, Vec<Stri
             )
             .await;
         assert_eq!(status, 200, "{body}");
+        unlabelled.push(body["id"].clone());
     }
     assert_eq!(buffered().await, items as u64);
 
@@ -243,6 +245,20 @@ async fn measured_selection(scheme: &str) -> (Vec<String>, Vec<String>, Vec<Stri
         "{scheme}: measured selection chose {live:?} (O1 chose {o1:?}); {}",
         cluster.get("/v1/ensembles").await
     );
+
+    // Their labels, sent later, join the buffer with the answers their shadow calls got.
+    for (id, &label) in unlabelled.iter().zip(&labels) {
+        let (status, fed) = cluster
+            .post("/v1/feedback", &json!({ "id": id, "label": label }))
+            .await;
+        assert_eq!(status, 200, "{fed}");
+    }
+    eventually(
+        "every late label in the buffer",
+        Duration::from_secs(30),
+        || async { buffered().await == items as u64 + 4 },
+    )
+    .await;
     (live, expected, o1)
 }
 

@@ -1,11 +1,13 @@
 //! What answered requests teach: the constraint's O2 window and the class weights,
 //! from labels given with the request, sent later (`/v1/feedback`) or agreed by the
-//! other candidates (pseudo-labels); measured selection's buffer; O2 at interval ends.
+//! other candidates (pseudo-labels); measured selection's buffer and the tracker's
+//! window, from shadow calls; O2 at interval ends, the tracker after every request.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use futures_util::future::join_all;
 use parking_lot::Mutex;
 
@@ -14,9 +16,8 @@ use crate::error::MasterError;
 use crate::serving::dispatch::{Asked, Call, MemberAnswer};
 use crate::serving::failover::Slot;
 use crate::serving::request::ValidRequest;
-use crate::serving::state::{Answered, ConstraintKey, KeyState};
+use crate::serving::state::{Answered, ConstraintKey, KeyState, Shadowed};
 use crate::serving::tasks::TaskTable;
-use cocktail_policy::measured::Labelled;
 use cocktail_policy::selection::{Adjustment, Rule};
 use cocktail_policy::voting::BatchOutcome;
 
@@ -51,16 +52,21 @@ impl Master {
             members: resolved.members.clone(),
             ensemble: outcome.class.clone(),
             winning_votes: outcome.winning_votes.clone(),
+            served_at: state.lock().requests_served(),
+            shadowed: None,
         };
         match &request.labels {
             Some(labels) => {
                 record.learn(labels);
-                self.maybe_measure(&record, request, labels, resolved.deadline);
+                if self.shadow_due() {
+                    let asking = self.ask_the_others(&record, request, resolved.deadline);
+                    let labels = labels.clone();
+                    tokio::spawn(async move {
+                        record.remember_labelled(&asking.await, &labels);
+                    });
+                }
             }
-            None => {
-                self.maybe_pseudo_label(&record, request, resolved.deadline);
-                self.recent.remember(id.to_owned(), record);
-            }
+            None => self.ask_about_unlabelled(record, request, resolved.deadline, id),
         }
         if self.config.selection.rule == Rule::Tracking {
             let change = {
@@ -131,82 +137,51 @@ impl Master {
         self.publish(task, key, state);
     }
 
-    /// Every n-th unlabelled request also goes to the candidates outside the ensemble,
-    /// in the background; what the others agree on becomes each candidate's pseudo-label
-    /// ([`Answered::learn_pseudo`]).
-    fn maybe_pseudo_label(&self, record: &Answered, request: &ValidRequest, deadline: Instant) {
+    /// An unlabelled request, remembered for `/v1/feedback`. Every n-th also goes to
+    /// the candidates outside the ensemble, in the background, for a pseudo-label (what
+    /// the others agree on becomes each candidate's, [`Answered::learn_pseudo`]) and,
+    /// under measured selection or tracking, for the label feedback may bring later.
+    fn ask_about_unlabelled(
+        &self,
+        mut record: Answered,
+        request: &ValidRequest,
+        deadline: Instant,
+        id: &str,
+    ) {
         let every = self.config.pseudo_label_every;
-        if every == 0
-            || !self
+        let pseudo = every != 0
+            && self
                 .unlabelled
                 .fetch_add(1, Ordering::Relaxed)
-                .is_multiple_of(every)
-        {
-            return;
+                .is_multiple_of(every);
+        let shadow = self.shadow_due();
+        if pseudo || shadow {
+            let asking = self.ask_the_others(&record, request, deadline);
+            let (learner, items) = (record.clone(), request.items);
+            let all = tokio::spawn(async move {
+                let all = asking.await;
+                if pseudo {
+                    learner.learn_pseudo(&all, items);
+                }
+                Arc::new(all)
+            });
+            if shadow {
+                record.shadowed = Some(Shadowed(all.map(Result::ok).boxed().shared()));
+            }
         }
-        let asking = self.ask_the_others(record, request, deadline);
-        let (record, items) = (record.clone(), request.items);
-        tokio::spawn(async move {
-            let all = asking.await;
-            record.learn_pseudo(&all, items);
-        });
+        self.recent.remember(id.to_owned(), record);
     }
 
-    /// Under measured selection or tracking, every n-th labelled request also goes to
-    /// the candidates outside the ensemble, in the background; the items, with every
-    /// candidate's answer (its class and probability vector) and their labels, join the
-    /// constraint's buffer or its tracker's window.
-    fn maybe_measure(
-        &self,
-        record: &Answered,
-        request: &ValidRequest,
-        labels: &[usize],
-        deadline: Instant,
-    ) {
+    /// Whether this request is one of the every n-th that measured selection and
+    /// tracking also send to every candidate (`--shadow-every`).
+    fn shadow_due(&self) -> bool {
         let every = self.config.shadow_every;
-        if !matches!(self.config.selection.rule, Rule::Measured | Rule::Tracking)
-            || every == 0
-            || !self
-                .labelled
+        matches!(self.config.selection.rule, Rule::Measured | Rule::Tracking)
+            && every != 0
+            && self
+                .shadow_turn
                 .fetch_add(1, Ordering::Relaxed)
                 .is_multiple_of(every)
-        {
-            return;
-        }
-        let asking = self.ask_the_others(record, request, deadline);
-        let (state, labels) = (Arc::clone(&record.state), labels.to_vec());
-        let (models, classes) = (record.task.models.len(), record.task.labels.len());
-        tokio::spawn(async move {
-            let all = asking.await;
-            let mut state = state.lock();
-            for (item, &label) in labels.iter().enumerate() {
-                let mut answers = vec![None; models];
-                // Each answer's vector for the item, which soft votes are scored on.
-                let mut probabilities = vec![None; models];
-                for (m, answer) in &all {
-                    if let (Some(slot), Some(&class)) =
-                        (answers.get_mut(*m), answer.classes.get(item))
-                    {
-                        *slot = u16::try_from(class).ok();
-                    }
-                    if let (Some(slot), Some(row)) = (
-                        probabilities.get_mut(*m),
-                        answer
-                            .probabilities
-                            .get(item * classes..(item + 1) * classes),
-                    ) {
-                        *slot = Some(row.to_vec());
-                    }
-                }
-                if let Ok(label) = u16::try_from(label) {
-                    state.remember(Labelled {
-                        label,
-                        answers,
-                        probabilities,
-                    });
-                }
-            }
-        });
     }
 
     /// The answers of every candidate of the request's constraint: the members' own
@@ -299,6 +274,14 @@ impl Master {
         answered.learn(&labels);
         let key = ConstraintKey::new(&answered.task.name, &answered.state.lock().constraint);
         self.revisit(&answered.task, &key, &answered.state);
+        // Shadowed: the label scores every candidate's answer too, once they are back.
+        if let Some(Shadowed(all)) = answered.shadowed.clone() {
+            tokio::spawn(async move {
+                if let Some(all) = all.await {
+                    answered.remember_labelled(&all, &labels);
+                }
+            });
+        }
         Ok(items)
     }
 }
