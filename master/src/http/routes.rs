@@ -269,7 +269,8 @@ pub async fn task_ready(
         (status = 404, description = "Unknown task", body = ErrorBody),
         (status = 413, description = "Body over 10 MiB", body = ErrorBody),
         (status = 422, description = "Invalid input or constraint, naming the field and the limit", body = ErrorBody),
-        (status = 502, description = "No member answered; `members` lists each member's error", body = MembersFailed),
+        (status = 502, description = "No member answered and one at least failed; `members` lists each member's error", body = MembersFailed),
+        (status = 504, description = "No member answered in time (`members_late`: every one still at work when the request stopped waiting, as under `strict_deadline`); `members` lists each", body = MembersFailed),
         (status = 503, description = "No worker registered for the task", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds")))))]
 pub async fn infer(
     _: Client,
@@ -333,7 +334,8 @@ fn timed(started: Instant, answer: &Answer, header: Option<usize>) -> HttpRespon
         (status = 404, description = "Unknown task", body = ErrorBody),
         (status = 413, description = "Body over 10 MiB", body = ErrorBody),
         (status = 422, description = "Invalid input or constraint, naming the field and the limit", body = ErrorBody),
-        (status = 502, description = "No member answered; `members` lists each member's error", body = MembersFailed),
+        (status = 502, description = "No member answered and one at least failed; `members` lists each member's error", body = MembersFailed),
+        (status = 504, description = "No member answered in time (`members_late`: every one still at work when the request stopped waiting, as under `strict_deadline`); `members` lists each", body = MembersFailed),
         (status = 503, description = "No worker registered for the task", body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds")))))]
 pub async fn classify(
     _: Client,

@@ -151,7 +151,7 @@ pub struct ClassifyRequest {
     #[schema(value_type = Option<Value>)]
     pub models: Option<Value>,
     /// When true, members not back by `latency_ms` are not waited for even when none is
-    /// (the request then fails with 502); by default the first late answer is taken.
+    /// (the request then fails with 504); by default the first late answer is taken.
     pub strict_deadline: Option<bool>,
     /// The id to answer with (and to give feedback on); generated when absent.
     pub id: Option<String>,
