@@ -1,7 +1,9 @@
 //! One constraint key's ensemble as O2 sees it (Cocktail §4.1): the members, the
 //! candidate pool, a generation bumped by every change, and the window of labelled
 //! outcomes. No clocks: the live master (`cocktail_master::serving::state::KeyState`) and the simulator
-//! each decide when an interval is over and then call [`Ensemble::revisit`].
+//! each decide when an interval is over and then call [`Ensemble::revisit`]. Under
+//! tracking ([`Ensemble::track`]) a [`Tracker`] chooses instead, after every request
+//! ([`Ensemble::served`]).
 
 use crate::estimate::{Recorded, majority_vote};
 use crate::measured::{self, Buffer, Labelled};
