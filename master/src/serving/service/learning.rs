@@ -69,11 +69,12 @@ impl Master {
             None => self.ask_about_unlabelled(record, request, resolved.deadline, id),
         }
         if self.config.selection.rule == Rule::Tracking {
+            // The candidates read the registry: not under the key's lock.
+            let models = self.served(&resolved.task);
             let change = {
                 let mut s = state.lock();
                 let window_accuracy = s.window_accuracy();
-                s.served(&self.served(&resolved.task))
-                    .map(|change| (change, window_accuracy))
+                s.served(&models).map(|change| (change, window_accuracy))
             };
             if let Some((change, window_accuracy)) = change {
                 self.announce(
