@@ -98,13 +98,16 @@ struct Outcome {
 }
 
 /// Where one answer's latency went, as the master reports it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct AnswerTimes {
     /// The wait for the member calls (the master's `wait_us`), in ms.
     pub wait_ms: f64,
     /// The rest: the latency less that wait (the client's hop to the master and back,
     /// the master's own work), in ms.
     pub outside_ms: f64,
+    /// The models whose answers voted (the answer's `models`), whose inference the wait
+    /// includes.
+    pub models: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -397,7 +400,7 @@ impl Tally {
     fn add(&mut self, o: &Outcome, deadline_ms: f64, target: f64) {
         let ms = o.latency.as_secs_f64() * 1000.0;
         self.latencies.push(ms as f32);
-        self.times.extend(o.times);
+        self.times.extend(o.times.clone());
         let ok = (200..300).contains(&o.status);
         if !ok {
             *self.errors.entry(o.status).or_default() += 1;
@@ -484,9 +487,19 @@ impl Tally {
 /// the rest of its `latency` (`None` for an error, which has no `wait_us`).
 fn times(latency: Duration, parameters: &Value) -> Option<AnswerTimes> {
     let wait_ms = parameters["wait_us"].as_f64()? / 1e3;
+    let models = parameters["models"]
+        .as_array()
+        .map(|models| {
+            models
+                .iter()
+                .filter_map(|m| m.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
     Some(AnswerTimes {
         wait_ms,
         outside_ms: (latency.as_secs_f64() * 1e3 - wait_ms).max(0.0),
+        models,
     })
 }
 

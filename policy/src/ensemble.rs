@@ -30,6 +30,12 @@ pub struct Ensemble {
     buffer: Buffer,
     /// Under tracking ([`Ensemble::track`]), what chooses the members instead of O2.
     tracker: Option<Box<Tracker>>,
+    /// O1's choice (generation 0), not yet checked against the response times the pools
+    /// measured since: O1 runs on a constraint's first request, when a pool's estimate
+    /// may rest on a few calls made while the cluster was starting (measured live: 60-150
+    /// ms of overhead on 9-90 ms models while 22 workers loaded on 2 cores, against a
+    /// 5 ms hop once they had). The first interval's end chooses again.
+    provisional: bool,
 }
 
 /// An addition on trial: on the window's labelled items, how often the members' plain
@@ -63,6 +69,7 @@ impl Ensemble {
             rejected: Vec::new(),
             buffer: Buffer::default(),
             tracker: None,
+            provisional: generation == 0,
         }
     }
 
@@ -123,9 +130,9 @@ impl Ensemble {
 
     /// O2 at the end of an interval: returns the change made, if any. The candidate pool
     /// is refreshed first from `models`' predicted response times, so models deployed
-    /// since can join; when a member no longer fits the latency target (its pool got
-    /// slower, or the first selection had no measurements yet), O1 chooses again from the
-    /// models that fit ([`Adjustment::Refit`]; when none fits, the members stay, and
+    /// since can join; at the end of O1's first interval, and whenever a member no longer
+    /// fits the latency target (its pool got slower), O1 chooses again from the models
+    /// that fit ([`Adjustment::Refit`], when its choice differs; when none fits, the members stay, and
     /// their late answers count as SLO violations). An addition is on trial for
     /// one window: when, on that window's labelled items, the members' majority was right
     /// no more often than it would have been without the addition, the addition is
@@ -152,7 +159,8 @@ impl Ensemble {
             self.replace(chosen.clone(), self.generation + 1);
             return Some(Adjustment::Measured(chosen));
         }
-        if self.members.iter().any(|m| !self.pool.contains(m)) {
+        let provisional = std::mem::take(&mut self.provisional);
+        if provisional || self.members.iter().any(|m| !self.pool.contains(m)) {
             let members = selection::initial(models, &self.constraint, recorded);
             if !members.is_empty() && members != self.members {
                 self.rejected.clear();
@@ -368,7 +376,8 @@ mod tests {
             accuracy: 0.9,
             objective: Objective::Accuracy,
         };
-        let mut e = Ensemble::new(&models, constraint, vec![1], 0);
+        // Generation 1: past O1's first interval (which would choose again).
+        let mut e = Ensemble::new(&models, constraint, vec![1], 1);
         window(&mut e, &[&[0], &[1]]);
         assert_eq!(
             e.revisit(&models, &config, None),
@@ -382,7 +391,7 @@ mod tests {
             e.revisit(&models, &config, None),
             Some(Adjustment::Revert(vec![3]))
         );
-        assert_eq!((e.members.as_slice(), e.generation), (&[1][..], 2));
+        assert_eq!((e.members.as_slice(), e.generation), (&[1][..], 3));
         window(&mut e, &[&[0], &[1]]);
         assert_eq!(
             e.revisit(&models, &config, None),
@@ -427,6 +436,39 @@ mod tests {
         let slow = crate::response::predicted(&profiled, &[], &[], Some(5.0));
         assert_eq!(e.revisit(&slow, &config, None), None);
         assert_eq!(e.members, [2]);
+    }
+
+    #[test]
+    fn o1s_first_choice_is_made_again_at_the_end_of_its_first_interval() {
+        let model = |latency_ms, accuracy| Candidate {
+            latency_ms,
+            accuracy,
+            packing_factor: 1,
+        };
+        let constraint = Constraint {
+            latency_ms: 10.0,
+            accuracy: 0.85,
+            objective: Objective::Accuracy,
+        };
+        let config = SelectionConfig::default();
+        // At the first request the accurate model's pool has answered a few calls slowly
+        // (a starting cluster): only the other fits, and O1 takes it.
+        let starting = [model(4.0, 0.86), model(30.0, 0.92)];
+        let mut e = Ensemble::select(&starting, constraint, None);
+        assert_eq!(e.members, [0]);
+        // By the end of the interval its calls take 6 ms: O1 chooses again, though
+        // the member still fits and no label has come.
+        let settled = [model(4.0, 0.86), model(6.0, 0.92)];
+        assert_eq!(
+            e.revisit(&settled, &config, None),
+            Some(Adjustment::Refit(vec![1]))
+        );
+        assert_eq!((e.members.as_slice(), e.generation), (&[1][..], 1));
+        // Only once: later intervals leave members that fit to O2's window.
+        let mut later = Ensemble::select(&starting, constraint, None);
+        assert_eq!(later.revisit(&starting, &config, None), None);
+        assert_eq!(later.revisit(&settled, &config, None), None);
+        assert_eq!(later.members, [0]);
     }
 
     #[test]

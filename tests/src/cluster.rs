@@ -574,16 +574,3 @@ pub async fn task_models(cluster: &Cluster, task: &str) -> Vec<Value> {
         .flat_map(|t| t["models"].as_array().unwrap().clone())
         .collect()
 }
-
-/// The least member-call overhead the master measured on any of `task`'s pools
-/// (`GET /v2/models`' `overhead_ms`), in ms: the hop, without the waiting for slots that
-/// the simulator models itself; what the simulator's `hop_ms` stands for.
-pub async fn measured_overhead_ms(cluster: &Cluster, task: &str) -> f64 {
-    let overheads: Vec<f64> = task_models(cluster, task)
-        .await
-        .iter()
-        .filter_map(|m| m["overhead_ms"].as_f64())
-        .collect();
-    assert!(!overheads.is_empty(), "no pool of {task} measured a call");
-    overheads.into_iter().fold(f64::INFINITY, f64::min)
-}

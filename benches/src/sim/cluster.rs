@@ -338,7 +338,12 @@ impl Cluster {
         *slot = finish;
         instance.last_used = finish;
         if finish > deadline {
-            p.misses += 1;
+            // The pool's miss only when the call waited for the slot, as live
+            // (`cocktail_master::serving::service`): one that had it at once was late
+            // by the hop's spread or its instance's type, which more instances do not fix.
+            if start > t {
+                p.misses += 1;
+            }
             return (Served::Late(finish), service);
         }
         (Served::At(finish), service)

@@ -5,6 +5,7 @@
 mod coalesce;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cocktail_common::oip::tensor::{self, WireError};
@@ -20,24 +21,38 @@ pub use coalesce::Line;
 
 /// The instances one slot's calls went to (sent, failed or in flight), shared by the
 /// slot's retries and its hedge so that each goes to an instance not asked yet: a hedge
-/// of a member on a hung instance goes to another instance of the same pool.
+/// of a member on a hung instance goes to another instance of the same pool. Also
+/// whether any of them had to wait for a free slot.
 #[derive(Debug, Default)]
-pub struct Asked(Mutex<Vec<Arc<Instance>>>);
+pub struct Asked {
+    instances: Mutex<Vec<Arc<Instance>>>,
+    queued: AtomicBool,
+}
 
 impl Asked {
     fn snapshot(&self) -> Vec<Arc<Instance>> {
-        self.0.lock().clone()
+        self.instances.lock().clone()
     }
 
     fn add(&self, instance: &Arc<Instance>) {
-        self.0.lock().push(Arc::clone(instance));
+        self.instances.lock().push(Arc::clone(instance));
+    }
+
+    /// Whether a call of the slot waited for a free slot on its pool (all busy), or gave
+    /// up waiting: the pool lacked capacity for it at that moment.
+    pub fn queued(&self) -> bool {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    fn waited(&self) {
+        self.queued.store(true, Ordering::Relaxed);
     }
 
     /// Whether a call of the slot went to one of `model`'s instances and another of them
     /// has a free slot now: a hedge there need not queue (a call still queued for a slot
     /// is not hedged on its own pool, which would only queue twice).
     pub fn elsewhere(&self, registry: &Registry, model: &str) -> bool {
-        let asked = self.0.lock();
+        let asked = self.instances.lock();
         asked.iter().any(|i| i.model == model)
             && registry.pool(model).is_some_and(|p| p.free_besides(&asked))
     }
@@ -147,10 +162,16 @@ impl Call<'_> {
         loop {
             let lease = match pool.acquire(deadline, &asked.snapshot(), items).await {
                 Ok(lease) => lease,
-                Err(NoSlot::Timeout) => return Err(MemberError::Deadline),
+                Err(NoSlot::Timeout) => {
+                    asked.waited();
+                    return Err(MemberError::Deadline);
+                }
                 Err(NoSlot::NoInstance) => return Err(last_error),
             };
             asked.add(&lease.instance);
+            if lease.queued {
+                asked.waited();
+            }
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
                 return Err(MemberError::Deadline);

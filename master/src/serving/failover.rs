@@ -77,6 +77,10 @@ pub struct Slot {
     pub failures: Vec<(usize, MemberError)>,
     /// When the slot was done (answered or given up).
     pub finished: Instant,
+    /// Whether a call of the slot waited for a free slot on its pool
+    /// ([`crate::serving::dispatch::Asked::queued`]); assumed of a slot the request
+    /// stopped waiting for.
+    pub queued: bool,
 }
 
 impl Slot {
@@ -86,6 +90,9 @@ impl Slot {
             answer: Err(MemberError::Deadline),
             failures: vec![(member, MemberError::Deadline)],
             finished: Instant::now(),
+            // Not known (the slot has not reported): assumed, so that a pool whose calls
+            // are still queued when the request answers without them counts its misses.
+            queued: true,
         }
     }
 }
@@ -213,6 +220,7 @@ pub async fn serve_slot(
                 answer: Err(last),
                 failures,
                 finished: Instant::now(),
+                queued: asked.queued(),
             };
         };
         match answer {
@@ -221,6 +229,7 @@ pub async fn serve_slot(
                     answer: Ok((model, answer)),
                     failures,
                     finished: Instant::now(),
+                    queued: asked.queued(),
                 };
             }
             // The input is at fault: another model would refuse it too.
@@ -229,6 +238,7 @@ pub async fn serve_slot(
                     answer: Err(rejected),
                     failures,
                     finished: Instant::now(),
+                    queued: asked.queued(),
                 };
             }
             Err(error) => {

@@ -418,10 +418,11 @@ mod tests {
     #[test]
     fn outcomes_of_an_older_ensemble_are_ignored_and_o2_runs_per_interval() {
         let config = SelectionConfig::default();
-        let mut state = KeyState::new(&models(), constraint(), vec![3, 2, 1], 0);
+        // Generation 1: past O1's first interval, at whose end O1 would choose again.
+        let mut state = KeyState::new(&models(), constraint(), vec![3, 2, 1], 1);
         state.begin();
         // Every member right and unanimous: prune to a bare majority.
-        state.record(0, &[Some(1), Some(1), Some(1)], 1, 3, 1);
+        state.record(1, &[Some(1), Some(1), Some(1)], 1, 3, 1);
         state.record(7, &[Some(0), Some(0), Some(0)], 0, 3, 1); // another generation
         assert_eq!(state.window_labelled(), 1);
         assert!(
@@ -433,7 +434,7 @@ mod tests {
         state.begin();
         let change = state.revisit(&models(), Interval::Requests(2), &config, None);
         assert_eq!(change, Some(Adjustment::Prune(vec![3, 2])));
-        assert_eq!((state.members.clone(), state.generation), (vec![3, 2], 1));
+        assert_eq!((state.members.clone(), state.generation), (vec![3, 2], 2));
         assert_eq!(
             state.window_labelled(),
             0,
@@ -442,7 +443,7 @@ mod tests {
         // All wrong: add the best unused candidate.
         state.begin();
         state.begin();
-        state.record(1, &[Some(0), Some(0)], 0, 2, 1);
+        state.record(2, &[Some(0), Some(0)], 0, 2, 1);
         assert_eq!(
             state.revisit(&models(), Interval::Requests(2), &config, None),
             Some(Adjustment::Add(vec![1]))

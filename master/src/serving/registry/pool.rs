@@ -120,6 +120,8 @@ const MATCH_WINDOW: usize = 64;
 #[derive(Debug)]
 pub struct Lease {
     pub instance: Arc<Instance>,
+    /// Whether the call waited for this slot (every usable one was busy when it asked).
+    pub queued: bool,
     pub(super) pool: Arc<Pool>,
     pub(super) sent: Option<Instant>,
     taken: Instant,
@@ -129,10 +131,17 @@ impl Lease {
     pub(super) fn new(instance: &Arc<Instance>, pool: &Arc<Pool>) -> Self {
         Self {
             instance: Arc::clone(instance),
+            queued: false,
             pool: Arc::clone(pool),
             sent: None,
             taken: Instant::now(),
         }
+    }
+
+    /// Marks whether the call waited for this slot.
+    fn waited(mut self, waited: bool) -> Self {
+        self.queued = waited;
+        self
     }
 
     /// A call goes out on this slot.
@@ -214,6 +223,7 @@ impl Pool {
         // Joined only once the call has to wait: a call that finds a free slot no older
         // call is waiting for takes it at once.
         let mut place: Option<InLine<'_>> = None;
+        let mut waited = false;
         loop {
             let mut usable = false;
             {
@@ -250,7 +260,7 @@ impl Pool {
                                 take_one(&mut free, instance);
                                 place.served(&free);
                             }
-                            return Ok(Lease::new(instance, self));
+                            return Ok(Lease::new(instance, self).waited(waited));
                         }
                         // Lost a race for the slot: look again at once.
                         continue;
@@ -273,6 +283,7 @@ impl Pool {
             {
                 return Err(NoSlot::Timeout);
             }
+            waited = true;
         }
     }
 
@@ -328,6 +339,7 @@ impl Pool {
         });
         let _ticket = Ticket { pool: self, id };
         self.freed.notify_waiters();
+        let mut waited = false;
         loop {
             let mut notified = pin!(self.freed.notified());
             notified.as_mut().enable();
@@ -366,6 +378,7 @@ impl Pool {
                 {
                     return Err(NoSlot::Timeout);
                 }
+                waited = true;
                 continue;
             };
             let mean_items = waiting.iter().map(|w| w.items).sum::<usize>() / waiting.len().max(1);
@@ -412,7 +425,7 @@ impl Pool {
                 *instance.last_used.lock() = Instant::now();
                 metrics::counter!("cocktail_master_matched_total", "model" => instance.model.clone())
                     .increment(1);
-                return Ok(Lease::new(instance, self));
+                return Ok(Lease::new(instance, self).waited(waited));
             }
             if tokio::time::timeout_at(deadline.into(), notified)
                 .await
@@ -420,6 +433,7 @@ impl Pool {
             {
                 return Err(NoSlot::Timeout);
             }
+            waited = true;
         }
     }
 

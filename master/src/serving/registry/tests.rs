@@ -31,6 +31,8 @@ async fn leases_pack_by_fewest_free_slots_and_queue_when_full() {
     assert_eq!(first.instance.id, second.instance.id);
     let third = pool.acquire(soon, &[], 1).await.unwrap();
     let fourth = pool.acquire(soon, &[], 1).await.unwrap();
+    // Free slots are taken at once: no call waited (a late answer is not the pool's miss).
+    assert!(![&first, &second, &third, &fourth].iter().any(|l| l.queued));
     assert_ne!(third.instance.id, first.instance.id);
     assert_eq!(
         pool.acquire(soon, &[], 1).await.unwrap_err(),
@@ -42,12 +44,16 @@ async fn leases_pack_by_fewest_free_slots_and_queue_when_full() {
         tokio::spawn(async move {
             pool.acquire(Instant::now() + Duration::from_secs(5), &[], 1)
                 .await
-                .map(|l| l.instance.id.clone())
+                .map(|l| (l.instance.id.clone(), l.queued))
         })
     };
     tokio::time::sleep(Duration::from_millis(10)).await;
     drop(fourth);
-    assert_eq!(waiter.await.unwrap().unwrap(), third.instance.id);
+    // It waited for its slot: were it late, the pool's capacity would be why.
+    assert_eq!(
+        waiter.await.unwrap().unwrap(),
+        (third.instance.id.clone(), true)
+    );
     drop((first, second));
 }
 
