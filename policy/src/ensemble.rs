@@ -31,10 +31,11 @@ pub struct Ensemble {
     /// Under tracking ([`Ensemble::track`]), what chooses the members instead of O2.
     tracker: Option<Box<Tracker>>,
     /// O1's choice (generation 0), not yet checked against the response times the pools
-    /// measured since: O1 runs on a constraint's first request, when a pool's estimate
-    /// may rest on a few calls made while the cluster was starting (measured live: 60-150
-    /// ms of overhead on 9-90 ms models while 22 workers loaded on 2 cores, against a
-    /// 5 ms hop once they had). The first interval's end chooses again.
+    /// measured since: O1 runs on a constraint's first request, when a pool may have no
+    /// worker yet (predicted on its profile) or an estimate resting on a few calls made
+    /// while the cluster was starting (in `autoscaling_live`, `resnet` had no worker at
+    /// `const4`'s first request, which started on the less accurate `cnn_k5`, and O2 later
+    /// added `resnet` beside it for good). The first interval's end chooses again.
     provisional: bool,
 }
 
