@@ -35,7 +35,8 @@ pub struct Ensemble {
     /// worker yet (predicted on its profile) or an estimate resting on a few calls made
     /// while the cluster was starting (in `autoscaling_live`, `resnet` had no worker at
     /// `const4`'s first request, which started on the less accurate `cnn_k5`, and O2 later
-    /// added `resnet` beside it for good). The first interval's end chooses again.
+    /// added `resnet` beside it for good). At the first interval's end, O1 chooses again
+    /// if a model that did not fit then fits now.
     provisional: bool,
 }
 
@@ -131,9 +132,9 @@ impl Ensemble {
 
     /// O2 at the end of an interval: returns the change made, if any. The candidate pool
     /// is refreshed first from `models`' predicted response times, so models deployed
-    /// since can join; at the end of O1's first interval, and whenever a member no longer
-    /// fits the latency target (its pool got slower), O1 chooses again from the models
-    /// that fit ([`Adjustment::Refit`], when its choice differs; when none fits, the members stay, and
+    /// since can join; at the end of O1's first interval when a model has joined since,
+    /// and whenever a member no longer fits the latency target (its pool got slower), O1
+    /// chooses again from the models that fit ([`Adjustment::Refit`], when its choice differs; when none fits, the members stay, and
     /// their late answers count as SLO violations). An addition is on trial for
     /// one window: when, on that window's labelled items, the members' majority was right
     /// no more often than it would have been without the addition, the addition is
@@ -145,7 +146,10 @@ impl Ensemble {
         config: &SelectionConfig,
         recorded: Option<&Recorded>,
     ) -> Option<Adjustment> {
-        self.pool = selection::candidates(models, &self.constraint);
+        let before = std::mem::replace(
+            &mut self.pool,
+            selection::candidates(models, &self.constraint),
+        );
         if self.tracker.is_some() {
             // The tracker re-selects on its own count of requests ([`Ensemble::served`]).
             self.reset_window();
@@ -160,8 +164,12 @@ impl Ensemble {
             self.replace(chosen.clone(), self.generation + 1);
             return Some(Adjustment::Measured(chosen));
         }
-        let provisional = std::mem::take(&mut self.provisional);
-        if provisional || self.members.iter().any(|m| !self.pool.contains(m)) {
+        // O1's first choice is made again when a model it could not choose then fits now;
+        // not merely because the models that fit then are ranked otherwise now (by
+        // response times that differ by the hop's noise).
+        let joined =
+            std::mem::take(&mut self.provisional) && self.pool.iter().any(|m| !before.contains(m));
+        if joined || self.members.iter().any(|m| !self.pool.contains(m)) {
             let members = selection::initial(models, &self.constraint, recorded);
             if !members.is_empty() && members != self.members {
                 self.rejected.clear();
@@ -440,7 +448,7 @@ mod tests {
     }
 
     #[test]
-    fn o1s_first_choice_is_made_again_at_the_end_of_its_first_interval() {
+    fn o1s_first_choice_is_made_again_when_a_model_fits_by_the_end_of_its_first_interval() {
         let model = |latency_ms, accuracy| Candidate {
             latency_ms,
             accuracy,
@@ -470,6 +478,18 @@ mod tests {
         assert_eq!(later.revisit(&starting, &config, None), None);
         assert_eq!(later.revisit(&settled, &config, None), None);
         assert_eq!(later.members, [0]);
+        // Nothing joined, only ranked otherwise: the fastest that meets 0.85 is now
+        // model 1, but both fitted already and O1's choice stays (the hop's noise reorders
+        // models within milliseconds of each other).
+        let fastest = Constraint {
+            objective: Objective::Latency,
+            ..constraint
+        };
+        let mut quick = Ensemble::select(&settled, fastest, None);
+        assert_eq!(quick.members, [0]);
+        let reordered = [model(7.0, 0.86), model(6.0, 0.92)];
+        assert_eq!(quick.revisit(&reordered, &config, None), None);
+        assert_eq!(quick.members, [0]);
     }
 
     #[test]
