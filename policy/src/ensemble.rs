@@ -134,8 +134,9 @@ impl Ensemble {
     /// is refreshed first from `models`' predicted response times, so models deployed
     /// since can join; at the end of O1's first interval when a model has joined since,
     /// and whenever a member no longer fits the latency target (its pool got slower), O1
-    /// chooses again from the models that fit ([`Adjustment::Refit`], when its choice differs; when none fits, the members stay, and
-    /// their late answers count as SLO violations). An addition is on trial for
+    /// chooses again from the models that fit ([`Adjustment::Refit`], when its choice
+    /// differs; when none fits, the members stay, and their late answers count as SLO
+    /// violations). An addition is on trial for
     /// one window: when, on that window's labelled items, the members' majority was right
     /// no more often than it would have been without the addition, the addition is
     /// reverted and not tried again. (Comparing with the window before would confirm
@@ -349,6 +350,15 @@ pub fn targets_of(ensembles: &[Ensemble], models: usize) -> Vec<Option<f64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A candidate with packing factor 1.
+    fn model(latency_ms: f64, accuracy: f64) -> Candidate {
+        Candidate {
+            latency_ms,
+            accuracy,
+            packing_factor: 1,
+        }
+    }
     use crate::selection::Objective;
     use crate::tracking::Reselect;
 
@@ -365,11 +375,6 @@ mod tests {
 
     #[test]
     fn an_addition_the_next_window_does_not_confirm_is_reverted_and_not_tried_again() {
-        let model = |latency_ms, accuracy| Candidate {
-            latency_ms,
-            accuracy,
-            packing_factor: 1,
-        };
         let models = [
             model(1.0, 0.80),
             model(1.0, 0.85),
@@ -417,11 +422,6 @@ mod tests {
 
     #[test]
     fn a_member_whose_predicted_response_no_longer_fits_makes_o1_choose_again() {
-        let model = |latency_ms, accuracy| Candidate {
-            latency_ms,
-            accuracy,
-            packing_factor: 1,
-        };
         let constraint = Constraint {
             latency_ms: 1.0,
             accuracy: 0.85,
@@ -449,11 +449,6 @@ mod tests {
 
     #[test]
     fn o1s_first_choice_is_made_again_when_a_model_fits_by_the_end_of_its_first_interval() {
-        let model = |latency_ms, accuracy| Candidate {
-            latency_ms,
-            accuracy,
-            packing_factor: 1,
-        };
         let constraint = Constraint {
             latency_ms: 10.0,
             accuracy: 0.85,
@@ -494,11 +489,6 @@ mod tests {
 
     #[test]
     fn a_tracking_ensemble_follows_its_tracker_and_o2_stands_aside() {
-        let model = |latency_ms, accuracy| Candidate {
-            latency_ms,
-            accuracy,
-            packing_factor: 1,
-        };
         // Model 0 is cheap, model 1 slow and the most accurate by profile.
         let models = [model(1.0, 0.80), model(5.0, 0.90)];
         let constraint = Constraint {
