@@ -80,6 +80,9 @@ pub struct MasterConfig {
     /// another call to the same instance is under way, for it to end (at most this long)
     /// and go out joined (zero: every call goes alone).
     pub linger: Duration,
+    /// The hop of a member call that instances of those models count when they take
+    /// calls at once ([`crate::serving::registry::HopSlots`]); zero: their packing factor.
+    pub join_hop: Duration,
 }
 
 impl MasterConfig {
@@ -120,6 +123,7 @@ impl Default for MasterConfig {
             hedge_min: crate::serving::failover::HEDGE_MIN,
             member_wire: crate::serving::request::MemberWire::default(),
             linger: Duration::from_micros(LINGER_US),
+            join_hop: Duration::ZERO,
         }
     }
 }

@@ -95,6 +95,14 @@ struct Args {
     /// per request under load; a lone call goes at once. 0: every call goes alone.
     #[arg(long, env = "COCKTAIL_JOIN_CALLS_US", default_value_t = cocktail_master::config::LINGER_US)]
     join_calls_us: u64,
+    /// Microseconds a member call costs besides inference, counted by the instances of
+    /// the models whose calls join (`--join-calls-us`) when they take calls at once: such
+    /// an instance takes the largest batch whose inference plus this hop stays within
+    /// 1.5 times one item's plus the hop (the packing factor's rule with the hop), so that
+    /// a model whose profile packs one call can join eight. 0: the profile's packing
+    /// factor. Off by default until the controller's capacity plans count it too.
+    #[arg(long, env = "COCKTAIL_JOIN_HOP_US", default_value_t = 0)]
+    join_hop_us: u64,
     /// Expected worker heartbeat period in milliseconds.
     #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
     heartbeat_ms: u64,
@@ -450,6 +458,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         tls_roots: net.roots.clone(),
         hedge_min: Duration::from_millis(args.hedge_min_ms),
         linger: Duration::from_micros(args.join_calls_us),
+        join_hop: Duration::from_micros(args.join_hop_us),
         member_wire: args.member_wire,
         ..MasterConfig::default()
     };

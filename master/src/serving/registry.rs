@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use crate::MasterError;
 use cocktail_common::control::{MISSED_HEARTBEATS, Registration};
+use cocktail_common::oip::limits::MAX_ITEMS;
+use cocktail_common::zoo::PACKING_SLACK;
 use parking_lot::{Mutex, RwLock};
 
 mod instance;
@@ -34,6 +36,18 @@ pub struct Registry {
     /// Each model's speed per instance type, for pools that mix types (replaced by a
     /// zoo reload; a pool keeps the speed it was made with).
     speeds: RwLock<HashMap<String, Arc<Speed>>>,
+    hop_slots: HopSlots,
+}
+
+/// Slots that count the hop of a member call ([`Registry::counting_hop`]): off by default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HopSlots {
+    /// Models whose one-item inference (by their profile) takes at most this long: those
+    /// whose calls join (the join linger).
+    pub quick: Duration,
+    /// A member call's cost besides inference; zero: every instance takes its packing
+    /// factor's calls at once.
+    pub hop: Duration,
 }
 
 /// What the registry measures of each model's response time ([`Registry::response_times`]).
@@ -70,7 +84,44 @@ impl Registry {
         Self {
             pools: RwLock::default(),
             speeds: RwLock::new(speeds),
+            hop_slots: HopSlots::default(),
         }
+    }
+
+    /// Instances of quick models registered from now on take as many calls at once as
+    /// fit with `slots.hop` counted ([`Registry::slots`]).
+    pub fn counting_hop(self, slots: HopSlots) -> Self {
+        Self {
+            hop_slots: slots,
+            ..self
+        }
+    }
+
+    /// The calls `registration`'s instance takes at once: its packing factor, or, for a
+    /// quick model with the hop counted, the largest batch whose inference plus the hop
+    /// stays within [`PACKING_SLACK`] times one item's plus the hop (at most
+    /// [`MAX_ITEMS`]). That is the packing factor's own rule (Cocktail §2.3.2) with the
+    /// per-call cost it leaves out: a 30 µs model behind a 300 µs hop packs one call by its
+    /// profile, though eight cost little more than one. The extra slots are what lets
+    /// such a model's calls join ([`crate::serving::dispatch`]).
+    fn slots(&self, registration: &Registration) -> u32 {
+        let packing_factor = registration.packing_factor.max(1);
+        let HopSlots { quick, hop } = self.hop_slots;
+        let hop_ms = hop.as_secs_f64() * 1e3;
+        let speeds = self.speeds.read();
+        let Some(speed) = speeds.get(&registration.model) else {
+            return packing_factor;
+        };
+        let one = speed.latency.host_ms(1);
+        if hop_ms <= 0.0 || one > quick.as_secs_f64() * 1e3 {
+            return packing_factor;
+        }
+        let limit = PACKING_SLACK * (one + hop_ms);
+        let fits = (1..=MAX_ITEMS)
+            .take_while(|&batch| speed.latency.host_ms(batch) + hop_ms <= limit)
+            .last()
+            .unwrap_or(1);
+        packing_factor.max(u32::try_from(fits).unwrap_or(u32::MAX))
     }
 
     /// The speeds of a reloaded zoo, for the pools made from now on.
@@ -94,12 +145,13 @@ impl Registry {
         let infer = format!("{url}/v2/models/{}/infer", registration.model);
         let infer_url = reqwest::Url::parse(&infer)
             .map_err(|e| MasterError::invalid("url", format!("`{infer}`: {e}")))?;
+        let slots = self.slots(registration);
         let instance = Arc::new(Instance {
             id: registration.id.clone(),
             model: registration.model.clone(),
             infer_url,
             url,
-            packing_factor: registration.packing_factor.max(1),
+            packing_factor: slots,
             burst: registration.burst,
             instance_type: registration.instance_type.clone(),
             in_flight: AtomicU32::new(0),
@@ -122,7 +174,7 @@ impl Registry {
         pool.instances.write().push(instance);
         pool.changed();
         tracing::info!(id = %registration.id, model = %registration.model, url = %registration.url,
-            packing_factor = registration.packing_factor, "worker registered");
+            packing_factor = registration.packing_factor, slots, "worker registered");
         Ok(())
     }
 

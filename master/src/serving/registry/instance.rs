@@ -16,6 +16,8 @@ pub struct Instance {
     /// `{url}/v2/models/{model}/infer`, parsed once at registration rather than by
     /// every member call.
     pub infer_url: reqwest::Url,
+    /// The calls it takes at once: its registered packing factor, or more for a quick
+    /// model when the registry counts the hop ([`super::HopSlots`]).
     pub packing_factor: u32,
     /// A burst instance serves only what the regular ones cannot take at once.
     pub burst: bool,

@@ -255,3 +255,49 @@ fn a_url_that_cannot_be_called_is_refused_naming_the_field() {
     let instance = &pool.instances()[0];
     assert_eq!(instance.infer_url.as_str(), "http://a/v2/models/m/infer");
 }
+
+/// With the hop counted, an instance of a quick model takes as many calls at once as fit
+/// within the packing slack, hop included; a slow model, or no hop, keeps the packing
+/// factor.
+#[test]
+fn quick_models_count_the_hop_in_their_slots() {
+    let catalog = Arc::new(Catalog::embedded().unwrap());
+    let speed = |fixed_us, per_item_us| {
+        Arc::new(Speed {
+            latency: BatchLatency {
+                fixed_us,
+                per_item_us,
+            },
+            catalog: Arc::clone(&catalog),
+        })
+    };
+    let speeds = HashMap::from([
+        // dwsep-like: 30 µs alone, 42 µs for two; its profile packs one call.
+        ("quick".to_owned(), speed(18.0, 12.0)),
+        // 5 ms per item: over the linger.
+        ("slow".to_owned(), speed(100.0, 5000.0)),
+    ]);
+    let slots = |registry: &Registry, model: &str| {
+        registry
+            .register(&Registration {
+                model: model.into(),
+                ..registration(model, 1)
+            })
+            .unwrap();
+        registry
+            .view()
+            .iter()
+            .find(|i| i.id == model)
+            .unwrap()
+            .packing_factor
+    };
+    let off = Registry::with_speeds(speeds.clone());
+    assert_eq!(slots(&off, "quick"), 1, "no hop counted");
+    let counting = Registry::with_speeds(speeds).counting_hop(HopSlots {
+        quick: Duration::from_millis(1),
+        hop: Duration::from_micros(300),
+    });
+    // 18 + 12 b + 300 ≤ 1.5 × (30 + 300): b ≤ 14.75.
+    assert_eq!(slots(&counting, "quick"), 14);
+    assert_eq!(slots(&counting, "slow"), 1, "not quick");
+}
