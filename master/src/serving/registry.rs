@@ -16,8 +16,6 @@ use std::time::{Duration, Instant};
 
 use crate::MasterError;
 use cocktail_common::control::{MISSED_HEARTBEATS, Registration};
-use cocktail_common::oip::limits::MAX_ITEMS;
-use cocktail_common::zoo::PACKING_SLACK;
 use parking_lot::{Mutex, RwLock};
 
 mod instance;
@@ -39,7 +37,8 @@ pub struct Registry {
     hop_slots: HopSlots,
 }
 
-/// Slots that count the hop of a member call ([`Registry::counting_hop`]): off by default.
+/// Slots that count the hop of a member call ([`Registry::counting_hop`], [`Pool::slots`]):
+/// off by default.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HopSlots {
     /// Models whose one-item inference (by their profile) takes at most this long: those
@@ -89,39 +88,12 @@ impl Registry {
     }
 
     /// Instances of quick models registered from now on take as many calls at once as
-    /// fit with `slots.hop` counted ([`Registry::slots`]).
+    /// fit with `slots.hop` counted ([`Pool::slots`]).
     pub fn counting_hop(self, slots: HopSlots) -> Self {
         Self {
             hop_slots: slots,
             ..self
         }
-    }
-
-    /// The calls `registration`'s instance takes at once: its packing factor, or, for a
-    /// quick model with the hop counted, the largest batch whose inference plus the hop
-    /// stays within [`PACKING_SLACK`] times one item's plus the hop (at most
-    /// [`MAX_ITEMS`]). That is the packing factor's own rule (Cocktail §2.3.2) with the
-    /// per-call cost it leaves out: a 30 µs model behind a 300 µs hop packs one call by its
-    /// profile, though eight cost little more than one. The extra slots are what lets
-    /// such a model's calls join ([`crate::serving::dispatch`]).
-    fn slots(&self, registration: &Registration) -> u32 {
-        let packing_factor = registration.packing_factor.max(1);
-        let HopSlots { quick, hop } = self.hop_slots;
-        let hop_ms = hop.as_secs_f64() * 1e3;
-        let speeds = self.speeds.read();
-        let Some(speed) = speeds.get(&registration.model) else {
-            return packing_factor;
-        };
-        let one = speed.latency.host_ms(1);
-        if hop_ms <= 0.0 || one > quick.as_secs_f64() * 1e3 {
-            return packing_factor;
-        }
-        let limit = PACKING_SLACK * (one + hop_ms);
-        let fits = (1..=MAX_ITEMS)
-            .take_while(|&batch| speed.latency.host_ms(batch) + hop_ms <= limit)
-            .last()
-            .unwrap_or(1);
-        packing_factor.max(u32::try_from(fits).unwrap_or(u32::MAX))
     }
 
     /// The speeds of a reloaded zoo, for the pools made from now on.
@@ -145,7 +117,16 @@ impl Registry {
         let infer = format!("{url}/v2/models/{}/infer", registration.model);
         let infer_url = reqwest::Url::parse(&infer)
             .map_err(|e| MasterError::invalid("url", format!("`{infer}`: {e}")))?;
-        let slots = self.slots(registration);
+        self.remove(&registration.id);
+        let pool = {
+            let mut pools = self.pools.write();
+            Arc::clone(pools.entry(registration.model.clone()).or_insert_with(|| {
+                Arc::new(Pool::new(
+                    self.speeds.read().get(&registration.model).cloned(),
+                ))
+            }))
+        };
+        let slots = pool.slots(registration, self.hop_slots);
         let instance = Arc::new(Instance {
             id: registration.id.clone(),
             model: registration.model.clone(),
@@ -162,15 +143,6 @@ impl Registry {
             last_used: Mutex::new(Instant::now()),
             line: crate::serving::dispatch::Line::default(),
         });
-        self.remove(&registration.id);
-        let pool = {
-            let mut pools = self.pools.write();
-            Arc::clone(pools.entry(registration.model.clone()).or_insert_with(|| {
-                Arc::new(Pool::new(
-                    self.speeds.read().get(&registration.model).cloned(),
-                ))
-            }))
-        };
         pool.instances.write().push(instance);
         pool.changed();
         tracing::info!(id = %registration.id, model = %registration.model, url = %registration.url,

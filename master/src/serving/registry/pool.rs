@@ -16,7 +16,10 @@ use cocktail_policy::packing::{self, Slots};
 use cocktail_policy::response::Overhead;
 
 use super::line::{InLine, Line};
-use super::{Instance, UNANSWERED_LIMIT};
+use super::{HopSlots, Instance, UNANSWERED_LIMIT};
+use cocktail_common::control::Registration;
+use cocktail_common::oip::limits::MAX_ITEMS;
+use cocktail_common::zoo::PACKING_SLACK;
 
 /// A pool: every instance serving one model, and the queue waiting for their slots.
 #[derive(Debug, Default)]
@@ -492,36 +495,55 @@ impl Pool {
         }
     }
 
-    /// Predicted inference time in ms of `items` on `instance`'s type (the profiling
-    /// host's when the type is unknown); `None` for a model without a profile.
-    fn inference_ms(&self, instance: &Instance, items: usize) -> Option<f64> {
+    /// Predicted inference time in ms of `items` on `instance_type` (the profiling host's
+    /// when the type is unknown); `None` for a model without a profile.
+    fn inference_ms(&self, instance_type: Option<&str>, items: usize) -> Option<f64> {
         let speed = self.speed.as_ref()?;
-        Some(
-            match instance
-                .instance_type
-                .as_deref()
-                .and_then(|t| speed.catalog.get(t))
-            {
-                Some(ty) => speed.latency.ms_on(ty, &speed.catalog.gpu, items),
-                None => speed.latency.host_ms(items),
-            },
-        )
+        Some(match instance_type.and_then(|t| speed.catalog.get(t)) {
+            Some(ty) => speed.latency.ms_on(ty, &speed.catalog.gpu, items),
+            None => speed.latency.host_ms(items),
+        })
     }
 
     /// Whether a call of one item to `instance` is quick: its predicted inference (from
     /// the model's profile; the pool's typical call without one) takes at most `within`.
     /// Not the measured call time, which grows with the queues under load.
     pub fn quick(&self, instance: &Instance, within: Duration) -> bool {
-        match self.inference_ms(instance, 1) {
+        match self.inference_ms(instance.instance_type.as_deref(), 1) {
             Some(ms) => ms <= within.as_secs_f64() * 1e3,
             None => self.typical_call().is_some_and(|t| t <= within),
+        }
+    }
+
+    /// The calls an instance registered as `registration` takes at once: its packing
+    /// factor, or, for a model that [`Pool::quick`] counts quick within
+    /// `counting.quick`, with `counting.hop` counted, the largest batch whose inference
+    /// plus the hop stays within [`PACKING_SLACK`] times one item's plus the hop (at most
+    /// [`MAX_ITEMS`]). That is the packing factor's own rule (Cocktail §2.3.2) with the
+    /// per-call cost it leaves out: a 30 µs model behind a 300 µs hop packs one call by
+    /// its profile, though eight cost little more than one. The extra slots are what lets
+    /// such a model's calls join ([`crate::serving::dispatch`]).
+    pub(super) fn slots(&self, registration: &Registration, counting: HopSlots) -> u32 {
+        let packing_factor = registration.packing_factor.max(1);
+        let hop_ms = counting.hop.as_secs_f64() * 1e3;
+        let inference = |items| self.inference_ms(registration.instance_type.as_deref(), items);
+        match inference(1) {
+            Some(one) if hop_ms > 0.0 && one <= counting.quick.as_secs_f64() * 1e3 => {
+                let limit = PACKING_SLACK * (one + hop_ms);
+                let fits = (1..=MAX_ITEMS)
+                    .take_while(|&batch| inference(batch).is_some_and(|ms| ms + hop_ms <= limit))
+                    .last()
+                    .unwrap_or(1);
+                packing_factor.max(u32::try_from(fits).unwrap_or(u32::MAX))
+            }
+            _ => packing_factor,
         }
     }
 
     /// One member call answered by `instance`, `took` from asking for a slot to reading
     /// the answer: its overhead over the predicted inference joins the pool's estimate.
     pub fn observe_member_call(&self, instance: &Instance, items: usize, took: Duration) {
-        if let Some(inference) = self.inference_ms(instance, items) {
+        if let Some(inference) = self.inference_ms(instance.instance_type.as_deref(), items) {
             self.overhead
                 .lock()
                 .observe(took.as_secs_f64() * 1e3, inference);
@@ -552,7 +574,7 @@ impl Pool {
             .read()
             .iter()
             .filter(|i| i.slots().available)
-            .filter_map(|i| self.inference_ms(i, items))
+            .filter_map(|i| self.inference_ms(i.instance_type.as_deref(), items))
             .min_by(f64::total_cmp)
     }
 
