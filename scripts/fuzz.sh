@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes every parser of untrusted bytes (the cargo-fuzz targets in fuzz/) for SECONDS
 # each, from a copy of the committed corpus, and fails on any crash, panic, broken
-# invariant, timeout or out-of-memory. `scripts/test.sh` runs it with 30 s.
+# invariant, timeout or out-of-memory. `scripts/test.sh` runs it with 20 s.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     # default: 30 s, every target
 #

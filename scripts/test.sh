@@ -47,8 +47,9 @@ cargo test --workspace --features cocktail-tests/ec2 --locked
 # workspace's build took.
 df -h "$ROOT" | tail -n 1 >&2
 du -sh "$ROOT/target" >&2
-# Every parser of untrusted bytes, fuzzed for 30 s per target from the committed corpora.
-FUZZ_DEV=1 "$ROOT/scripts/fuzz.sh" 30
+# Every parser of untrusted bytes, fuzzed for 20 s per target from the committed corpora
+# (20, not 30: CI runs close to its 60-minute budget).
+FUZZ_DEV=1 "$ROOT/scripts/fuzz.sh" 20
 
 # CI timing: every step above logged the time it started; this is when the run ended.
 log "every check passed"

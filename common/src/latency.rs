@@ -13,7 +13,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{GpuModel, InstanceType};
-use crate::zoo::Profile;
+use crate::oip::limits::MAX_ITEMS;
+use crate::zoo::{PACKING_SLACK, Profile};
 
 /// Share of a vCPU's speed that each vCPU beyond the first adds to one batch.
 const PARALLEL_EFFICIENCY: f64 = 0.75;
@@ -86,6 +87,57 @@ impl BatchLatency {
     }
 }
 
+/// The calls an instance takes at once when the hop of a member call is counted: the
+/// packing factor's own rule (Cocktail §2.3.2: the largest batch within
+/// [`PACKING_SLACK`] times one item's latency) with the call's cost besides inference
+/// added on both sides. The profile's rule leaves that cost out, so a 30 µs model
+/// behind a 500 µs hop packs one call though eight cost little more than one. Counted
+/// only for the models whose calls the master joins: for the others the extra slots
+/// would be separate calls, each paying its own hop. The live registry, the
+/// controller's capacity plans and the simulator all count slots with this.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HopSlots {
+    /// Models whose one-item inference takes at most this many milliseconds: those
+    /// whose calls join.
+    pub quick_ms: f64,
+    /// A member call's cost besides inference, in milliseconds; zero: every instance
+    /// takes its packing factor's calls.
+    pub hop_ms: f64,
+}
+
+impl HopSlots {
+    /// The calls an instance with `packing_factor` takes at once, given its inference
+    /// time per batch size (ms): at least the packing factor, at most [`MAX_ITEMS`].
+    pub fn slots(&self, packing_factor: u32, inference_ms: impl Fn(usize) -> f64) -> u32 {
+        let packing_factor = packing_factor.max(1);
+        let one = inference_ms(1);
+        if self.hop_ms <= 0.0 || one > self.quick_ms {
+            return packing_factor;
+        }
+        let limit = PACKING_SLACK * (one + self.hop_ms);
+        let fits = (1..=MAX_ITEMS)
+            .take_while(|&batch| inference_ms(batch) + self.hop_ms <= limit)
+            .last()
+            .unwrap_or(1);
+        packing_factor.max(u32::try_from(fits).unwrap_or(u32::MAX))
+    }
+
+    /// [`Self::slots`] on a catalog type, for a model whose batch latency is fitted
+    /// (without one, the packing factor).
+    pub fn on_type(
+        &self,
+        packing_factor: u32,
+        latency: Option<&BatchLatency>,
+        ty: &InstanceType,
+        gpu: &GpuModel,
+    ) -> u32 {
+        match latency {
+            Some(l) => self.slots(packing_factor, |batch| l.ms_on(ty, gpu, batch)),
+            None => packing_factor,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +174,35 @@ mod tests {
         assert!(on("g4dn.xlarge", 256) < on("c5a.xlarge", 256));
         assert!(on("c5a.2xlarge", 64) < on("c5a.xlarge", 64), "more vCPUs");
         assert!(on("c5a.xlarge", 64) < on("t3.xlarge", 64), "slower cores");
+    }
+
+    #[test]
+    fn quick_models_count_the_hop_in_their_slots() {
+        // 18 + 12 b µs of inference.
+        let quick = |batch: usize| (18.0 + 12.0 * batch as f64) / 1000.0;
+        let counting = HopSlots {
+            quick_ms: 1.0,
+            hop_ms: 0.3,
+        };
+        // 18 + 12 b + 300 ≤ 1.5 × (30 + 300): b ≤ 14.75.
+        assert_eq!(counting.slots(1, quick), 14);
+        assert_eq!(
+            counting.slots(20, quick),
+            20,
+            "never below the packing factor"
+        );
+        assert_eq!(HopSlots::default().slots(1, quick), 1, "no hop counted");
+        let slow = |batch: usize| 2.0 + 0.5 * batch as f64;
+        assert_eq!(
+            counting.slots(1, slow),
+            1,
+            "not quick: its calls do not join"
+        );
+        let free = |_| 0.01;
+        assert_eq!(
+            counting.slots(1, free),
+            MAX_ITEMS as u32,
+            "at most one call's items"
+        );
     }
 }

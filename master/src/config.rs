@@ -4,6 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cocktail_common::auth::Secret;
+use cocktail_common::latency::HopSlots;
+use cocktail_policy::autoscale::AutoscaleConfig;
 
 use cocktail_policy::selection::{Rule, SelectionConfig};
 use cocktail_policy::tracking::TrackingConfig;
@@ -80,12 +82,21 @@ pub struct MasterConfig {
     /// another call to the same instance is under way, for it to end (at most this long)
     /// and go out joined (zero: every call goes alone).
     pub linger: Duration,
-    /// The hop of a member call that instances of those models count when they take
-    /// calls at once ([`crate::serving::registry::HopSlots`]); zero: their packing factor.
-    pub join_hop: Duration,
+    /// A member call's cost besides inference (`--overhead-ms`), which instances of
+    /// those models count in the calls they take at once ([`MasterConfig::hop_slots`]).
+    pub hop: Duration,
 }
 
 impl MasterConfig {
+    /// How many calls an instance takes at once, counting the hop for the models whose
+    /// calls join: the registry and the controller's capacity plans count the same.
+    pub fn hop_slots(&self) -> HopSlots {
+        HopSlots {
+            quick_ms: self.linger.as_secs_f64() * 1e3,
+            hop_ms: self.hop.as_secs_f64() * 1e3,
+        }
+    }
+
     /// Under `--selection tracking`, how each constraint's tracker follows the traffic:
     /// scoring votes by the rule the master votes with, re-selecting every
     /// `--interval-requests` requests (the tracker's own 100 when the interval is given
@@ -123,7 +134,7 @@ impl Default for MasterConfig {
             hedge_min: crate::serving::failover::HEDGE_MIN,
             member_wire: crate::serving::request::MemberWire::default(),
             linger: Duration::from_micros(LINGER_US),
-            join_hop: Duration::ZERO,
+            hop: Duration::from_secs_f64(AutoscaleConfig::default().overhead_ms / 1e3),
         }
     }
 }

@@ -27,7 +27,7 @@ use cocktail_service::net::{Net, NetArgs};
 use tracing_subscriber::EnvFilter;
 
 mod resource_flags;
-use resource_flags::resources;
+use resource_flags::{non_negative, resources};
 
 /// Serve ensembles of the zoo's models under latency and accuracy constraints.
 #[derive(Debug, Parser)]
@@ -95,14 +95,6 @@ struct Args {
     /// per request under load; a lone call goes at once. 0: every call goes alone.
     #[arg(long, env = "COCKTAIL_JOIN_CALLS_US", default_value_t = cocktail_master::config::LINGER_US)]
     join_calls_us: u64,
-    /// Microseconds a member call costs besides inference, counted by the instances of
-    /// the models whose calls join (`--join-calls-us`) when they take calls at once: such
-    /// an instance takes the largest batch whose inference plus this hop stays within
-    /// 1.5 times one item's plus the hop (the packing factor's rule with the hop), so that
-    /// a model whose profile packs one call can join eight. 0: the profile's packing
-    /// factor. Off by default until the controller's capacity plans count it too.
-    #[arg(long, env = "COCKTAIL_JOIN_HOP_US", default_value_t = 0)]
-    join_hop_us: u64,
     /// Expected worker heartbeat period in milliseconds.
     #[arg(long, env = "COCKTAIL_HEARTBEAT_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
     heartbeat_ms: u64,
@@ -207,7 +199,11 @@ struct ResourceArgs {
     /// Instances every managed pool keeps.
     #[arg(long, env = "COCKTAIL_MIN_INSTANCES", default_value_t = 1)]
     min_instances: usize,
-    /// Per-request time beyond inference, in ms, used to turn Pf into requests per second.
+    /// Per-request time beyond inference (a member call's hop), in ms: turns Pf into
+    /// requests per second, and the instances of models whose calls join
+    /// (`--join-calls-us`) count it in the calls they take at once (the largest batch
+    /// whose inference plus the hop stays within 1.5 times one item's plus the hop, so
+    /// that a model whose profile packs one call can join eight).
     #[arg(long, env = "COCKTAIL_OVERHEAD_MS", default_value_t = 0.5)]
     overhead_ms: f64,
     /// Share of deadline misses that triggers a reactive scale-up.
@@ -423,6 +419,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     if !(args.resources.emulate_scale >= 1.0 && args.resources.emulate_scale.is_finite()) {
         anyhow::bail!("`--emulate-scale` must be a number of at least 1");
     }
+    let hop = non_negative(args.resources.overhead_ms, "overhead-ms")? / 1e3;
     let speed_scale = if args.resources.emulate_types {
         args.resources.emulate_scale
     } else {
@@ -458,7 +455,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         tls_roots: net.roots.clone(),
         hedge_min: Duration::from_millis(args.hedge_min_ms),
         linger: Duration::from_micros(args.join_calls_us),
-        join_hop: Duration::from_micros(args.join_hop_us),
+        hop: Duration::from_secs_f64(hop),
         member_wire: args.member_wire,
         ..MasterConfig::default()
     };
@@ -602,7 +599,7 @@ mod tests {
     use clap::CommandFactory as _;
 
     use super::*;
-    use crate::resource_flags::{non_negative, positive_share, share};
+    use crate::resource_flags::{positive_share, share};
 
     fn parse(flags: &[&str]) -> Result<Args, clap::Error> {
         Args::try_parse_from(std::iter::once("cocktail-master").chain(flags.iter().copied()))

@@ -18,8 +18,12 @@ const POOLS: &str = "mlp_med,dwsep,cnn_small,linear";
 
 /// The load-step tests' cluster: capacity is made small (100 ms of overhead per request)
 /// so that a modest load needs more instances; r5n.large has 2 vCPUs, so Pf is the
-/// profile's 2-thread one. Each test adds its intervals.
+/// profile's 2-thread one. No calls join (`--join-calls-us 0`), so no instance counts
+/// that overhead as a hop in its slots: it takes its profile's Pf, as the load needs.
+/// Each test adds its intervals.
 const LOAD_STEP: &[&str] = &[
+    "--join-calls-us",
+    "0",
     "--provider",
     "local",
     "--models",

@@ -5,6 +5,7 @@ use cocktail_common::catalog::{self, Catalog};
 use cocktail_common::latency::BatchLatency;
 use cocktail_common::predictions::probabilities_path;
 use cocktail_common::{Predictions, Probabilities, Zoo};
+use cocktail_master::config::MasterConfig;
 use cocktail_policy::estimate::{self, Recorded, soft_vote};
 use cocktail_policy::measured::Labelled;
 use cocktail_policy::selection::Candidate;
@@ -32,8 +33,13 @@ pub struct World {
     pub recorded: Recorded,
     pub types: Vec<ConstraintType>,
     pub catalog: Catalog,
-    /// `packing[model][type]`: Pf of the model on each catalog type.
+    /// `packing[model][type]`: the calls an instance of each catalog type takes at once
+    /// for the model (its Pf, the hop counted for models whose calls join).
     pub packing: Vec<Vec<u32>>,
+    /// `profile_packing[model][type]`: the packing factor by the model's profile alone.
+    pub profile_packing: Vec<Vec<u32>>,
+    /// Each model's batch latency fitted from its profile (scaled with the world).
+    pub fitted: Vec<Option<BatchLatency>>,
     /// Test items appended after the test set's own by [`World::append`].
     pub shifted: usize,
     /// `type_latency[model][type]`: the model's single-request latency on each catalog
@@ -69,22 +75,22 @@ impl World {
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         let catalog = Catalog::embedded()?;
-        let packing = models
+        let fitted: Vec<Option<BatchLatency>> = entries
+            .iter()
+            .map(|m| m.profile.as_ref().and_then(BatchLatency::fit))
+            .collect();
+        let profile_packing: Vec<Vec<u32>> = entries
             .iter()
             .map(|m| {
-                let profile = zoo.model(m).ok().and_then(|e| e.profile.as_ref());
-                catalog
-                    .types
-                    .iter()
-                    .map(|ty| catalog::packing_factor(profile, ty, &catalog.gpu))
-                    .collect()
+                let profile = m.profile.as_ref();
+                let pf = |ty| catalog::packing_factor(profile, ty, &catalog.gpu);
+                catalog.types.iter().map(pf).collect()
             })
             .collect();
-        let type_latency = entries
+        let type_latency = fitted
             .iter()
             .zip(&candidates)
-            .map(|(m, c)| {
-                let fitted = m.profile.as_ref().and_then(BatchLatency::fit);
+            .map(|(fitted, c)| {
                 catalog
                     .types
                     .iter()
@@ -110,12 +116,34 @@ impl World {
             recorded,
             models,
             candidates,
+            packing: hop_counted(&profile_packing, &fitted, &catalog),
             catalog,
-            packing,
+            profile_packing,
+            fitted,
             type_latency,
             shifted: 0,
         })
     }
+}
+
+/// `packing[model][type]`: the calls an instance takes at once, the hop counted as the
+/// live master counts it by default ([`MasterConfig::hop_slots`]).
+fn hop_counted(
+    profile_packing: &[Vec<u32>],
+    fitted: &[Option<BatchLatency>],
+    catalog: &Catalog,
+) -> Vec<Vec<u32>> {
+    let hop_slots = MasterConfig::default().hop_slots();
+    profile_packing
+        .iter()
+        .zip(fitted)
+        .map(|(pf, fitted)| {
+            pf.iter()
+                .zip(&catalog.types)
+                .map(|(&pf, ty)| hop_slots.on_type(pf, fitted.as_ref(), ty, &catalog.gpu))
+                .collect()
+        })
+        .collect()
 }
 
 impl World {
@@ -187,6 +215,10 @@ impl World {
         for ms in scaled.type_latency.iter_mut().flatten() {
             *ms *= factor;
         }
+        for fitted in scaled.fitted.iter_mut().flatten() {
+            *fitted = fitted.scaled(factor);
+        }
+        scaled.packing = hop_counted(&scaled.profile_packing, &scaled.fitted, &scaled.catalog);
         scaled
     }
 

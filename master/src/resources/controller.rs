@@ -479,12 +479,24 @@ impl Controller {
             .collect()
     }
 
+    /// The calls an instance of `ty` takes at once for the model: its packing factor,
+    /// with the hop counted as the registry counts it ([`crate::config::MasterConfig::hop_slots`]).
+    fn slots(&self, info: Option<&ModelInfo>, ty: &InstanceType) -> u32 {
+        let gpu = &self.catalog.gpu;
+        let packing_factor =
+            catalog::packing_factor(info.and_then(|m| m.profile.as_ref()), ty, gpu);
+        let latency = info.and_then(|m| m.batch_latency.as_ref());
+        self.master
+            .config
+            .hop_slots()
+            .on_type(packing_factor, latency, ty, gpu)
+    }
+
     /// What each type costs a pool now (spot under the bid, else on-demand), and how
     /// fast the model runs there.
     fn offers_for(&self, model: &str) -> Vec<Offer> {
         let info = self.models.read().get(model).cloned();
         let info = info.as_ref();
-        let profile = info.and_then(|m| m.profile.as_ref());
         self.allowed_types()
             .map(|ty| {
                 let latency_ms = info.map_or(0.0, |m| {
@@ -493,7 +505,7 @@ impl Controller {
                 });
                 Offer::priced(
                     ty,
-                    catalog::packing_factor(profile, ty, &self.catalog.gpu),
+                    self.slots(info, ty),
                     latency_ms,
                     self.provider.spot_price(ty),
                     self.catalog.bid(ty),
@@ -545,9 +557,10 @@ impl Controller {
                         id: r.id.clone(),
                         instance_type: r.instance_type.clone(),
                         spot: r.spot,
-                        packing_factor: self.catalog.get(&r.instance_type).map_or(1, |ty| {
-                            catalog::packing_factor(info.profile.as_ref(), ty, &self.catalog.gpu)
-                        }),
+                        packing_factor: self
+                            .catalog
+                            .get(&r.instance_type)
+                            .map_or(1, |ty| self.slots(Some(info), ty)),
                         idle_s: idle.get(&r.id).copied().unwrap_or(now - r.launched_at),
                         price_per_hour: r.price_per_hour,
                     })

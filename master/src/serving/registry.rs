@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::MasterError;
 use cocktail_common::control::{MISSED_HEARTBEATS, Registration};
+use cocktail_common::latency::HopSlots;
 use parking_lot::{Mutex, RwLock};
 
 mod instance;
@@ -35,18 +36,6 @@ pub struct Registry {
     /// zoo reload; a pool keeps the speed it was made with).
     speeds: RwLock<HashMap<String, Arc<Speed>>>,
     hop_slots: HopSlots,
-}
-
-/// Slots that count the hop of a member call ([`Registry::counting_hop`], [`Pool::slots`]):
-/// off by default.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HopSlots {
-    /// Models whose one-item inference (by their profile) takes at most this long: those
-    /// whose calls join (the join linger).
-    pub quick: Duration,
-    /// A member call's cost besides inference; zero: every instance takes its packing
-    /// factor's calls at once.
-    pub hop: Duration,
 }
 
 /// What the registry measures of each model's response time ([`Registry::response_times`]).

@@ -20,7 +20,7 @@ use crate::serving::answer::{self, Answer, Returns};
 use crate::serving::cache::SharedCache;
 use crate::serving::dispatch::{Call, MemberError};
 use crate::serving::failover::{Slot, Spares, Waiting, gather};
-use crate::serving::registry::{HopSlots, Registry, Speed};
+use crate::serving::registry::{Registry, Speed};
 use crate::serving::request::ValidRequest;
 use crate::serving::state::{ConstraintKey, Ensembles, KeyState, Recent};
 use crate::serving::tasks::{self, TaskTable};
@@ -136,10 +136,8 @@ impl Master {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         let registry = Arc::new(
-            Registry::with_speeds(speeds(&zoo, config.speed_scale)?).counting_hop(HopSlots {
-                quick: config.linger,
-                hop: config.join_hop,
-            }),
+            Registry::with_speeds(speeds(&zoo, config.speed_scale)?)
+                .counting_hop(config.hop_slots()),
         );
         Ok(Self {
             recent: Recent::new(config.feedback_capacity),

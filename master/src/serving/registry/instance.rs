@@ -17,7 +17,7 @@ pub struct Instance {
     /// every member call.
     pub infer_url: reqwest::Url,
     /// The calls it takes at once: its registered packing factor, or more for a quick
-    /// model when the registry counts the hop ([`super::HopSlots`]).
+    /// model when the registry counts the hop ([`cocktail_common::latency::HopSlots`]).
     pub packing_factor: u32,
     /// A burst instance serves only what the regular ones cannot take at once.
     pub burst: bool,

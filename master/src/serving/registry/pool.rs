@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cocktail_common::catalog::{Catalog, InstanceType};
-use cocktail_common::latency::BatchLatency;
+use cocktail_common::latency::{BatchLatency, HopSlots};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
 
@@ -16,10 +16,8 @@ use cocktail_policy::packing::{self, Slots};
 use cocktail_policy::response::Overhead;
 
 use super::line::{InLine, Line};
-use super::{HopSlots, Instance, UNANSWERED_LIMIT};
+use super::{Instance, UNANSWERED_LIMIT};
 use cocktail_common::control::Registration;
-use cocktail_common::oip::limits::MAX_ITEMS;
-use cocktail_common::zoo::PACKING_SLACK;
 
 /// A pool: every instance serving one model, and the queue waiting for their slots.
 #[derive(Debug, Default)]
@@ -516,27 +514,17 @@ impl Pool {
     }
 
     /// The calls an instance registered as `registration` takes at once: its packing
-    /// factor, or, for a model that [`Pool::quick`] counts quick within
-    /// `counting.quick`, with `counting.hop` counted, the largest batch whose inference
-    /// plus the hop stays within [`PACKING_SLACK`] times one item's plus the hop (at most
-    /// [`MAX_ITEMS`]). That is the packing factor's own rule (Cocktail §2.3.2) with the
-    /// per-call cost it leaves out: a 30 µs model behind a 300 µs hop packs one call by
-    /// its profile, though eight cost little more than one. The extra slots are what lets
-    /// such a model's calls join ([`crate::serving::dispatch`]).
+    /// factor, with `counting`'s hop counted for a model whose calls join
+    /// ([`HopSlots::slots`], on the same type-aware inference as [`Pool::quick`]). The
+    /// extra slots are what lets such a model's calls join
+    /// ([`crate::serving::dispatch`]).
     pub(super) fn slots(&self, registration: &Registration, counting: HopSlots) -> u32 {
-        let packing_factor = registration.packing_factor.max(1);
-        let hop_ms = counting.hop.as_secs_f64() * 1e3;
-        let inference = |items| self.inference_ms(registration.instance_type.as_deref(), items);
-        match inference(1) {
-            Some(one) if hop_ms > 0.0 && one <= counting.quick.as_secs_f64() * 1e3 => {
-                let limit = PACKING_SLACK * (one + hop_ms);
-                let fits = (1..=MAX_ITEMS)
-                    .take_while(|&batch| inference(batch).is_some_and(|ms| ms + hop_ms <= limit))
-                    .last()
-                    .unwrap_or(1);
-                packing_factor.max(u32::try_from(fits).unwrap_or(u32::MAX))
-            }
-            _ => packing_factor,
+        let ty = registration.instance_type.as_deref();
+        match self.inference_ms(ty, 1) {
+            Some(_) => counting.slots(registration.packing_factor, |items| {
+                self.inference_ms(ty, items).unwrap_or(f64::INFINITY)
+            }),
+            None => registration.packing_factor.max(1),
         }
     }
 

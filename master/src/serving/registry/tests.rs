@@ -260,7 +260,7 @@ fn a_url_that_cannot_be_called_is_refused_naming_the_field() {
 /// within the packing slack, hop included; a slow model, or no hop, keeps the packing
 /// factor.
 #[test]
-fn quick_models_count_the_hop_in_their_slots() {
+fn the_registry_counts_the_hop_for_quick_models() {
     let catalog = Arc::new(Catalog::embedded().unwrap());
     let speed = |fixed_us, per_item_us| {
         Arc::new(Speed {
@@ -294,8 +294,8 @@ fn quick_models_count_the_hop_in_their_slots() {
     let off = Registry::with_speeds(speeds.clone());
     assert_eq!(slots(&off, "quick"), 1, "no hop counted");
     let counting = Registry::with_speeds(speeds).counting_hop(HopSlots {
-        quick: Duration::from_millis(1),
-        hop: Duration::from_micros(300),
+        quick_ms: 1.0,
+        hop_ms: 0.3,
     });
     // 18 + 12 b + 300 ≤ 1.5 × (30 + 300): b ≤ 14.75.
     assert_eq!(slots(&counting, "quick"), 14);
