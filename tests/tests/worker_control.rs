@@ -134,15 +134,22 @@ async fn a_spot_notice_drains_the_worker_at_the_master() {
     let entry = worker_entry(&cluster, "mlp_med").await.unwrap();
     assert_eq!(entry["url"], worker.url.as_str());
     assert_eq!(entry["id"], format!("mlp_med@{}", worker.url));
-    // The packing factor the controller plans with and the simulator serves with for
-    // the model on its type, not one of the worker's own thread count.
+    // The slots the controller plans with and the simulator serves with for the model
+    // on its type (its packing factor, the default hop counted: its calls join), not
+    // one of the worker's own thread count.
     let zoo = cocktail_common::Zoo::load(cocktail_tests::zoo_manifest()).unwrap();
     let catalog = cocktail_common::catalog::Catalog::embedded().unwrap();
-    let planned = cocktail_common::catalog::packing_factor(
-        zoo.model("mlp_med").unwrap().profile.as_ref(),
-        catalog.get("c5a.2xlarge").unwrap(),
-        &catalog.gpu,
-    );
+    let ty = catalog.get("c5a.2xlarge").unwrap();
+    let profile = zoo.model("mlp_med").unwrap().profile.as_ref();
+    let fitted = profile.and_then(cocktail_common::latency::BatchLatency::fit);
+    let planned = cocktail_master::config::MasterConfig::default()
+        .hop_slots()
+        .on_type(
+            cocktail_common::catalog::packing_factor(profile, ty, &catalog.gpu),
+            fitted.as_ref(),
+            ty,
+            &catalog.gpu,
+        );
     assert_eq!(
         entry["packing_factor"].as_u64(),
         Some(u64::from(planned)),

@@ -544,7 +544,8 @@ async fn requests_keep_succeeding_when_redis_stops() {
 async fn a_full_pool_spills_to_its_burst_instance() {
     use cocktail_tests::cluster::{Process, eventually};
     // dwsep's packing factor is 1 at one thread: a second concurrent request would wait.
-    let cluster = Cluster::start(&[], &["dwsep"]).await;
+    // No calls join, so its instance takes that packing factor, not more slots for the hop.
+    let cluster = Cluster::start(&["--join-calls-us", "0"], &["dwsep"]).await;
     let args: Vec<String> = [
         "--model",
         "dwsep",
