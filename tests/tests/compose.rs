@@ -582,13 +582,15 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
 
 /// The compose test's controller settings: predictive steps every 5 s, an instance's
 /// capacity computed with 2 s of overhead per request (so a few requests per second fill
-/// one, as paper-sized models would) and idle instances recycled after 10 s. Deadlines are
-/// the defaults a user gets.
+/// one, as paper-sized models would) and idle instances recycled after 10 s. No calls join
+/// (`COCKTAIL_JOIN_CALLS_US` 0), so no instance counts that overhead as a hop in its slots:
+/// each takes its profile's packing factor. Deadlines are the defaults a user gets.
 const ELASTIC: &str = "services:
   master:
     environment:
       COCKTAIL_CONTROLLER_INTERVAL_S: \"5\"
       COCKTAIL_OVERHEAD_MS: \"2000\"
+      COCKTAIL_JOIN_CALLS_US: \"0\"
       COCKTAIL_IDLE_TIMEOUT_S: \"10\"
 ";
 
