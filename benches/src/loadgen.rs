@@ -100,6 +100,9 @@ struct Outcome {
 /// Where one answer's latency went, as the master reports it.
 #[derive(Debug, Clone)]
 pub struct AnswerTimes {
+    /// When the request was due to be sent, in seconds since the load began (its
+    /// arrival, as the simulator's same-seeded arrivals place it).
+    pub sent_s: f64,
     /// The wait for the member calls (the master's `wait_us`), in ms.
     pub wait_ms: f64,
     /// The rest: the latency less that wait (the client's hop to the master and back,
@@ -333,7 +336,7 @@ pub async fn run(
             let _ = sender.send(Outcome {
                 kind,
                 latency,
-                times: times(latency, parameters),
+                times: times(at, latency, parameters),
                 status,
                 error,
                 correct: class == Some(label as u64),
@@ -485,7 +488,7 @@ impl Tally {
 
 /// An answer's wait for its member calls, the `wait_us` its `parameters` report, and
 /// the rest of its `latency` (`None` for an error, which has no `wait_us`).
-fn times(latency: Duration, parameters: &Value) -> Option<AnswerTimes> {
+fn times(sent_s: f64, latency: Duration, parameters: &Value) -> Option<AnswerTimes> {
     let wait_ms = parameters["wait_us"].as_f64()? / 1e3;
     let models = parameters["models"]
         .as_array()
@@ -497,6 +500,7 @@ fn times(latency: Duration, parameters: &Value) -> Option<AnswerTimes> {
         })
         .unwrap_or_default();
     Some(AnswerTimes {
+        sent_s,
         wait_ms,
         outside_ms: (latency.as_secs_f64() * 1e3 - wait_ms).max(0.0),
         models,

@@ -9,9 +9,9 @@
 //! minutes, and a day of load in four minutes. Both runs see the same arrivals, the same
 //! models' latencies and packing factors, the same spot prices (the same seed) and the
 //! same control loop, and the simulator draws each request's hop and time outside the
-//! member calls from the live answers; what differs is that the live one really launches
-//! workers, sends real requests and measures its own usage. It runs in CI (about five
-//! minutes).
+//! member calls from the live answers sent about the same time; what differs is that
+//! the live one really launches workers, sends real requests and measures its own
+//! usage. It runs in CI (about five minutes).
 
 #![allow(
     clippy::unwrap_used,
@@ -163,10 +163,11 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
     sim_config.revocations_per_hour = 0.0;
     sim_config.bucket_s = INTERVAL_S;
     // Each simulated request takes one live answer's hop and time outside the member
-    // calls, drawn at random (a constant hop made no call late that did not queue: live,
-    // the hop's spread makes some answers late on targets their pools meet at the 90th
-    // percentile). An answer's hop is its wait for the members less its slowest voter's
-    // inference on the type.
+    // calls, drawn at random among those sent about the same time (a constant hop made
+    // no call late that did not queue: live, the hop's spread makes some answers late on
+    // targets their pools meet at the 90th percentile; and the cold start's hops are
+    // slower than the rest). An answer's hop is its wait for the members less its
+    // slowest voter's inference on the type.
     let on_type = world
         .catalog
         .types
@@ -189,6 +190,7 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
                 .into_iter()
                 .fold(0.0, f64::max);
             Some(LiveAnswer {
+                at_s: t.sent_s,
                 hop_ms: (t.wait_ms - slowest).max(0.0),
                 outside_ms: t.outside_ms,
             })

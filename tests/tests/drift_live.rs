@@ -53,8 +53,8 @@ const RATE: f64 = 20.0;
 const LATENCY_MS: f64 = 10_000.0;
 
 /// Each sentiment model's predicted response time (`/v2/models`' `predicted_ms`), once
-/// every pool's readiness probe has measured its hop (`overhead_ms`): what O1 chooses
-/// among at the first request, when no member call has been measured yet.
+/// every pool's readiness probe has answered (`overhead_ms`: the probes' median hop,
+/// until a member call is measured): what O1 chooses among at the first request.
 async fn predicted_response_times(cluster: &Cluster, models: usize) -> Vec<(String, f64)> {
     eventually(
         "every pool's probe measured its hop",

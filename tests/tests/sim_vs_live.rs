@@ -162,6 +162,7 @@ async fn pair(rates: Vec<f64>, feasible: bool) -> Pair {
         .times
         .iter()
         .map(|t| LiveAnswer {
+            at_s: t.sent_s,
             hop_ms: (t.wait_ms - inference_ms).max(0.0),
             outside_ms: t.outside_ms,
         })

@@ -42,7 +42,7 @@ use crate::traces::Arrivals;
 use crate::workload;
 use ask::Ballots;
 use cluster::Cluster;
-pub use config::{Autoscaler, Failure, LiveAnswer, Scheme, SimConfig};
+pub use config::{Autoscaler, Failure, LiveAnswer, NEARBY_ANSWERS, Scheme, SimConfig};
 use fleet::{Event, Fleet, Timed};
 pub use result::{ACCURACY_WINDOW, Bucket, Percentiles, SimResult, TypeResult, by_scheme};
 use result::{Outcomes, Tally};
@@ -55,6 +55,18 @@ pub use world::World;
 /// the same bytes as one by one. `bar` counts the finished runs.
 pub fn run_all(jobs: &[(&World, SimConfig)], bar: &indicatif::ProgressBar) -> Vec<SimResult> {
     crate::parallel::map_counted(jobs, Some(bar), |(world, config)| run(world, config, None))
+}
+
+/// The [`NEARBY_ANSWERS`] of `answers` (sorted by arrival) whose requests arrived
+/// nearest `t_s` (all of them when there are fewer).
+fn nearby(answers: &[LiveAnswer], t_s: f64) -> &[LiveAnswer] {
+    let at = answers.partition_point(|a| a.at_s < t_s);
+    let start = at
+        .saturating_sub(NEARBY_ANSWERS / 2)
+        .min(answers.len().saturating_sub(NEARBY_ANSWERS));
+    answers
+        .get(start..(start + NEARBY_ANSWERS).min(answers.len()))
+        .unwrap_or(answers)
 }
 
 /// Runs one scheme on the trace. `progress` is set to the simulated second.
@@ -70,6 +82,8 @@ pub fn run(
     let mut requests = SmallRng::seed_from_u64(config.seed);
     // Its own stream, so that drawing these changes no other draw.
     let mut live_answers = SmallRng::seed_from_u64(config.seed ^ 0x0075_1DE5);
+    let mut answers = config.live_answers.clone();
+    answers.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
     let models = &world.candidates;
     let allowed: Vec<usize> = world
         .catalog
@@ -260,7 +274,7 @@ pub fn run(
             continue;
         };
         let label = usize::from(label);
-        let outside_s = match config.live_answers.choose(&mut live_answers) {
+        let outside_s = match nearby(&answers, t).choose(&mut live_answers) {
             Some(answer) => {
                 fleet.cluster.set_hop_ms(answer.hop_ms);
                 answer.outside_ms / 1e3
@@ -475,7 +489,11 @@ mod tests {
 
     #[test]
     fn live_samples_of_the_hop_and_the_outside_time_shape_the_latencies() {
-        let answer = |hop_ms, outside_ms| LiveAnswer { hop_ms, outside_ms };
+        let answer = |hop_ms, outside_ms| LiveAnswer {
+            at_s: 0.0,
+            hop_ms,
+            outside_ms,
+        };
         let world = world();
         let constant = {
             let mut c = config(Scheme::Infaas, 60, 20.0);

@@ -196,14 +196,15 @@ pub async fn list_tasks(state: web::Data<AppState>) -> HttpResponse {
                 .iter()
                 .zip(&t.candidates)
                 .zip(master.served(t))
-                .map(|((m, c), predicted)| {
+                .zip(master.registry.overheads(&t.models))
+                .map(|(((m, c), predicted), overhead_ms)| {
                     let ready = master.registry.serves(m);
                     ModelSummary {
                         name: m.clone(),
                         accuracy: c.accuracy,
                         latency_ms: c.latency_ms,
                         predicted_ms: ready.then_some(predicted.latency_ms),
-                        overhead_ms: master.registry.pool(m).and_then(|p| p.overhead_ms()),
+                        overhead_ms,
                         packing_factor: c.packing_factor,
                         ready,
                     }

@@ -40,7 +40,8 @@ pub struct ModelSummary {
     /// a request's `latency_ms`. Absent while no worker serves the model.
     pub predicted_ms: Option<f64>,
     /// The part of `predicted_ms` beyond inference: the overhead measured on the pool's
-    /// calls (its readiness probe's round trip before the first call).
+    /// calls; before its first call, once its readiness probe answered, the median of
+    /// the measured pools' (of the probes' before any call was measured).
     pub overhead_ms: Option<f64>,
     pub packing_factor: u32,
     /// Some worker serves it.

@@ -237,10 +237,13 @@ impl Registry {
     /// Per model of `models`, the predicted inference time on the fastest usable type
     /// and the measured member-call overhead, and the overhead to assume for pools not
     /// measured yet ([`cocktail_policy::response::prior`]): what
-    /// [`cocktail_policy::response::predicted`] needs.
+    /// [`cocktail_policy::response::predicted`] needs. The prior is the measured pools'
+    /// median, and before any member call the readiness probes' (as the simulator, which
+    /// has no probes, gives an unmeasured pool the measured ones' median).
     pub fn response_times(&self, models: &[String]) -> ResponseTimes {
         let pools = self.pools.read();
-        let prior = cocktail_policy::response::prior(pools.values().map(|p| p.overhead_ms()));
+        let prior = cocktail_policy::response::prior(pools.values().map(|p| p.overhead_ms()))
+            .or_else(|| cocktail_policy::response::prior(pools.values().map(|p| p.probe_ms())));
         let (inference_ms, overhead_ms) = models
             .iter()
             .map(|m| {
@@ -254,6 +257,19 @@ impl Registry {
             overhead_ms,
             prior,
         }
+    }
+
+    /// Per model of `models`, the overhead its predicted response time counts: its
+    /// pool's measured one, else, once the pool's readiness probe answered, the prior;
+    /// none before that.
+    pub fn overheads(&self, models: &[String]) -> Vec<Option<f64>> {
+        let times = self.response_times(models);
+        let pools = self.pools.read();
+        models
+            .iter()
+            .zip(times.overhead_ms)
+            .map(|(m, measured)| measured.or_else(|| pools.get(m)?.probe_ms().and(times.prior)))
+            .collect()
     }
 
     /// Whether some instance of `model` can take work now or soon.

@@ -581,6 +581,11 @@ impl Master {
             task: &resolved.task,
             body: &request.member,
             deadline: resolved.deadline,
+            measured_until: if resolved.waiting.all {
+                resolved.deadline
+            } else {
+                resolved.waiting.due
+            },
             items: request.items,
             linger: self.config.linger,
         };

@@ -44,6 +44,13 @@ pub struct Pool {
     /// What a member call takes beyond inference (waiting for a slot, the hop, the
     /// worker's queue), for selection's predicted response time.
     overhead: Mutex<Overhead>,
+    /// The last readiness probe's round trip in ms: the hop alone. It is not the pool's
+    /// estimate: a probe is one sample, taken as an instance starts, often while others
+    /// load on the same host, and kept as the estimate of a pool no member call
+    /// measured since, it ruled the pool out of every target for good (live, cold-start
+    /// probes of 50-240 ms beside calls of 7-12 ms). Probes only stand in for the fleet's
+    /// hop before any member call was measured ([`super::Registry::response_times`]).
+    probe_ms: Mutex<Option<f64>>,
     /// Member calls waiting for a slot now, for admission ([`Pool::backlog`]).
     queued: std::sync::atomic::AtomicUsize,
     /// The order in which calls waiting for a slot get one (pools without matching).
@@ -539,14 +546,19 @@ impl Pool {
     }
 
     /// A round trip to a newly registered instance (its readiness probe): the hop
-    /// alone, the pool's first estimate before any member call.
+    /// alone ([`Pool::probe_ms`]).
     pub fn observe_probe(&self, took: Duration) {
-        self.overhead.lock().observe(took.as_secs_f64() * 1e3, 0.0);
+        *self.probe_ms.lock() = Some(took.as_secs_f64() * 1e3);
     }
 
     /// The overhead to expect of the next member call, once one was measured.
     pub fn overhead_ms(&self) -> Option<f64> {
         self.overhead.lock().estimate_ms()
+    }
+
+    /// The last readiness probe's round trip, once one answered.
+    pub fn probe_ms(&self) -> Option<f64> {
+        *self.probe_ms.lock()
     }
 
     /// Predicted inference time of one request on the fastest type among the usable

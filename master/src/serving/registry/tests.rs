@@ -301,3 +301,53 @@ fn the_registry_counts_the_hop_for_quick_models() {
     assert_eq!(slots(&counting, "quick"), 14);
     assert_eq!(slots(&counting, "slow"), 1, "not quick");
 }
+
+/// A readiness probe is one round trip, taken as a worker starts (often while others
+/// load): before any member call the probes' median is every probed pool's overhead, and
+/// once calls were measured a pool without calls of its own counts the measured pools'
+/// median, not its probe.
+#[test]
+fn probes_stand_in_for_the_fleets_hop_only_until_calls_are_measured() {
+    // 1 ms of inference per item on the host.
+    let speed = Arc::new(Speed {
+        latency: BatchLatency {
+            fixed_us: 0.0,
+            per_item_us: 1000.0,
+        },
+        catalog: Arc::new(Catalog::embedded().unwrap()),
+    });
+    let registry = Registry::with_speeds(HashMap::from([("a".to_owned(), speed)]));
+    for model in ["a", "b", "c"] {
+        registry
+            .register(&Registration {
+                model: model.into(),
+                ..registration(model, 1)
+            })
+            .unwrap();
+    }
+    let models: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+    let pool = |m: &str| registry.pool(m).unwrap();
+    assert_eq!(registry.overheads(&models), [None, None, None]);
+    pool("a").observe_probe(Duration::from_millis(2));
+    pool("b").observe_probe(Duration::from_millis(150));
+    let times = registry.response_times(&models);
+    assert_eq!(
+        times.overhead_ms,
+        [None, None, None],
+        "a probe is no estimate"
+    );
+    assert_eq!(times.prior, Some(150.0), "the probes' median (upper)");
+    assert_eq!(
+        registry.overheads(&models),
+        [Some(150.0), Some(150.0), None]
+    );
+    // A call measured on `a`, 7 ms over its inference: `b`'s cold-start probe no
+    // longer counts.
+    let instance = Arc::clone(&pool("a").instances()[0]);
+    pool("a").observe_member_call(&instance, 1, Duration::from_millis(8));
+    assert_eq!(
+        registry.overheads(&models),
+        [Some(7.0), Some(7.0), None],
+        "measured, then the measured pools' median"
+    );
+}

@@ -231,6 +231,7 @@ impl Master {
                 task: &task,
                 body: &body,
                 deadline,
+                measured_until: deadline,
                 items,
                 linger,
             };

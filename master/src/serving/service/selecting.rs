@@ -84,8 +84,8 @@ impl Master {
     /// The task's candidates as selection sees them: each model's `latency_ms` is its
     /// predicted response time ([`cocktail_policy::response::predicted`]): inference on
     /// the fastest type its pool runs on (the profile while it has no instance) plus the
-    /// member-call overhead measured on its pool (its workers' readiness probes before
-    /// its first call; the other pools' median while it has neither). Models no worker serves
+    /// member-call overhead measured on its pool (the measured pools' median before its
+    /// first call; the readiness probes' median before any call). Models no worker serves
     /// are unselectable (infinite latency), unless none is served yet, when the profile
     /// alone decides. Models a resource controller manages stay selectable: it launches
     /// what an ensemble uses.
