@@ -34,25 +34,122 @@ fn find(results: &[DriftResult], scheme: DriftScheme, f: Feedback) -> Option<&Dr
         .find(|r| r.scheme == scheme.name() && (!scheme.learns() || r.feedback == f))
 }
 
-/// Cocktail's best run with feedback `f` among its selections and votes (tracking by
-/// majority and soft, O1/O2, measured): the most requests meeting the target, a tie to the
-/// first in that order; with its scheme.
-fn best_cocktail(results: &[DriftResult], f: Feedback) -> Option<(DriftScheme, &DriftResult)> {
-    [
-        DriftScheme::Cocktail,
-        DriftScheme::CocktailSoft,
-        DriftScheme::CocktailO2,
-        DriftScheme::CocktailM,
-    ]
-    .into_iter()
-    .filter_map(|scheme| Some((scheme, find(results, scheme, f)?)))
-    .reduce(|best, next| {
-        if next.1.accuracy_met > best.1.accuracy_met {
-            next
-        } else {
-            best
-        }
+/// Cocktail's selections and votes, in the order a tie between them goes to.
+const COCKTAIL: [DriftScheme; 4] = [
+    DriftScheme::Cocktail,
+    DriftScheme::CocktailSoft,
+    DriftScheme::CocktailO2,
+    DriftScheme::CocktailM,
+];
+
+/// One of Cocktail's runs judged against issue 34's goals at its label setting.
+struct Goals<'a> {
+    run: &'a DriftResult,
+    /// Points of accuracy met over InFaaS, and the points the goal asks for.
+    over_infaas: (f64, f64),
+    over_plain: f64,
+    /// Inference per request against plain re-selection's.
+    cost: f64,
+    over_oracle: f64,
+    /// The cheapest static choice that meets the target as often, and its inference per
+    /// request against this run's; `None` when no static choice does.
+    against_static: Option<(&'a StaticChoice, f64)>,
+    /// The longest adaptation lag (intervals), and whether it is a goal (with every
+    /// label) or only reported.
+    lag: Option<(f64, bool)>,
+}
+
+impl Goals<'_> {
+    /// Each goal's verdict, in the table's order; `None` where it is only reported.
+    fn verdicts(&self) -> [Option<bool>; 6] {
+        let (over_infaas, needed) = self.over_infaas;
+        [
+            Some(over_infaas >= needed),
+            Some(self.over_plain > 0.0),
+            Some(self.cost <= 1.0),
+            Some(self.over_oracle >= -3.0),
+            Some(self.against_static.is_none_or(|(_, ratio)| ratio >= 1.45)),
+            self.lag
+                .and_then(|(max, judged)| judged.then_some(max <= 2.0)),
+        ]
+    }
+
+    /// (goals met, goals judged).
+    fn score(&self) -> (usize, usize) {
+        let verdicts = self.verdicts();
+        (
+            verdicts.iter().filter(|v| **v == Some(true)).count(),
+            verdicts.iter().flatten().count(),
+        )
+    }
+}
+
+/// Each of Cocktail's runs with feedback `f`, judged against the goals: over InFaaS by
+/// `needed` points, more than plain re-selection at no more inference, within 3 points of
+/// the oracle (with every label), ≥ 1.45x cheaper than the cheapest of `statics` (cheapest
+/// first) that meets the target as often, an adaptation lag of at most 2 intervals.
+fn judge<'a>(
+    results: &'a [DriftResult],
+    f: Feedback,
+    statics: &'a [StaticChoice],
+    needed: f64,
+) -> Vec<Goals<'a>> {
+    let (Some(infaas), Some(plain), Some(oracle)) = (
+        find(results, DriftScheme::Infaas, f),
+        find(results, DriftScheme::Plain, f),
+        find(results, DriftScheme::Oracle, drift::FEEDBACK[0]),
+    ) else {
+        return Vec::new();
+    };
+    COCKTAIL
+        .into_iter()
+        .filter_map(|scheme| {
+            let run = find(results, scheme, f)?;
+            let against_static = statics
+                .iter()
+                .find(|x| x.accuracy_met >= run.accuracy_met)
+                .map(|x| (x, x.inference_us / run.inference_us.max(f64::MIN_POSITIVE)));
+            Some(Goals {
+                run,
+                over_infaas: ((run.accuracy_met - infaas.accuracy_met) * 100.0, needed),
+                over_plain: (run.accuracy_met - plain.accuracy_met) * 100.0,
+                cost: run.inference_us / plain.inference_us.max(f64::MIN_POSITIVE),
+                over_oracle: (run.accuracy_met - oracle.accuracy_met) * 100.0,
+                against_static,
+                lag: lags(scheme, run).map(|(_, max)| (max, f.fraction == 1.0)),
+            })
+        })
+        .collect()
+}
+
+/// Cocktail's best run among `judged`: the most goals met, then the most requests meeting
+/// the target, a tie to the first in [`COCKTAIL`]'s order.
+fn best<'g, 'a>(judged: &'g [Goals<'a>]) -> Option<&'g Goals<'a>> {
+    judged.iter().reduce(|best, next| {
+        let better = next
+            .score()
+            .0
+            .cmp(&best.score().0)
+            .then(next.run.accuracy_met.total_cmp(&best.run.accuracy_met))
+            .is_gt();
+        if better { next } else { best }
     })
+}
+
+/// The accuracy met over InFaaS the goals ask of Cocktail: 25 points on
+/// `sentiment-domains`, at least half the oracle's lead (with every label) elsewhere.
+fn needed_over_infaas(dw: &DriftWorld<'_>, results: &[DriftResult]) -> f64 {
+    if dw.drift.schedule.name == crate::workload::drift::SENTIMENT_DOMAINS.name {
+        return 25.0;
+    }
+    let full = drift::FEEDBACK[0];
+    match (
+        find(results, DriftScheme::Oracle, full),
+        find(results, DriftScheme::Infaas, full),
+    ) {
+        (Some(o), Some(i)) => (o.accuracy_met - i.accuracy_met) * 100.0 / 2.0,
+        _ => f64::NAN,
+    }
 }
 
 /// The section for one schedule's results (`seed`: the one they ran with, for the static
@@ -79,6 +176,8 @@ pub fn section(dw: &DriftWorld<'_>, results: &[DriftResult], seed: u64) -> Strin
         schedule.rate,
         schedule.target,
     );
+    let statics = drift::static_choices(dw, seed);
+    let needed = needed_over_infaas(dw, results);
     let oracle = dw.oracle();
     let infaas = results
         .iter()
@@ -127,7 +226,7 @@ pub fn section(dw: &DriftWorld<'_>, results: &[DriftResult], seed: u64) -> Strin
                 )),
             );
         }
-        if let Some((_, c)) = best_cocktail(results, f) {
+        if let Some(c) = best(&judge(results, f, &statics, needed)).map(|g| g.run) {
             let against: Vec<String> = [
                 DriftScheme::Plain,
                 DriftScheme::Infaas,
@@ -180,7 +279,7 @@ pub fn section(dw: &DriftWorld<'_>, results: &[DriftResult], seed: u64) -> Strin
             let _ = writeln!(s, "| {} | {} |", r.scheme, cells.join(" | "));
         }
     }
-    s.push_str(&goals(dw, results, &drift::static_choices(dw, seed)));
+    s.push_str(&goals(dw, results, &statics, needed));
     s
 }
 
@@ -191,94 +290,87 @@ fn group_gains(dw: &DriftWorld<'_>) -> Option<String> {
         .then(|| ensemble_gain::group_table(&ensemble_gain::by_group(&dw.world, &dw.groups)))
 }
 
-/// Issue 34's goals for Cocktail on a drift schedule that this replay can judge, per
-/// label setting: over InFaaS, 25 points more accuracy met on `sentiment-domains` and at
-/// least half the oracle's lead on the others; more than plain re-selection at no more
-/// cost (inference, shadow calls apart: both make the same ones); within 3 points of the
-/// oracle; ≥ 1.45x cheaper than the cheapest static choice (`statics`, cheapest first)
-/// that meets the target as often; an adaptation lag of at most 2 intervals.
-fn goals(dw: &DriftWorld<'_>, results: &[DriftResult], statics: &[StaticChoice]) -> String {
+/// Issue 34's goals at every label setting ([`judge`]), for Cocktail's best run there
+/// ([`best`]), with how many each of its runs meets.
+fn goals(
+    dw: &DriftWorld<'_>,
+    results: &[DriftResult],
+    statics: &[StaticChoice],
+    needed: f64,
+) -> String {
     let sentiment = dw.drift.schedule.name == crate::workload::drift::SENTIMENT_DOMAINS.name;
     let mut s = format!(
         "\nIssue 34's goals, per label setting (the lag's with 100 % of labels; with fewer, it is reported). \
          The static choices are every single model and every odd vote of 3 or 5 among the nine most accurate \
          by profile, as plain majorities and as soft votes, each served throughout; costs are inference per \
-         request, Cocktail's shadow calls apart. Cocktail is the best of its selections and votes (tracking \
-         by majority and soft, O1/O2, measured) at each label setting, named.\n\n\
+         request, Cocktail's shadow calls apart. Each row is Cocktail's best run at its label setting, named: \
+         of its selections and votes (tracking by majority and soft, O1/O2, measured), the one that meets \
+         the most goals, then the one that meets the target most often; the last column gives the goals \
+         each of them meets.\n\n\
          | labels | Cocktail | {} | more than plain re-selection | at no more inference | within 3 points of the oracle | \
-         ≥ 1.45x cheaper than the cheapest static choice as good | adaptation lag ≤ 2 intervals after every shift |\n\
-         |---|---|---|---|---|---|---|---|\n",
+         ≥ 1.45x cheaper than the cheapest static choice as good | adaptation lag ≤ 2 intervals after every shift | goals met by each |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
         if sentiment {
             "≥ 25 points over InFaaS"
         } else {
             "over InFaaS, ≥ half the oracle's lead"
         }
     );
-    let full = drift::FEEDBACK[0];
-    let (oracle, infaas) = (
-        find(results, DriftScheme::Oracle, full),
-        find(results, DriftScheme::Infaas, full),
-    );
-    let oracle_lead = match (oracle, infaas) {
-        (Some(o), Some(i)) => (o.accuracy_met - i.accuracy_met) * 100.0,
-        _ => f64::NAN,
-    };
-    let needed = if sentiment { 25.0 } else { oracle_lead / 2.0 };
     let verdict = |met: bool, by: String| format!("{} ({by})", if met { "met" } else { "missed" });
     for &f in &drift::FEEDBACK {
-        let (Some((scheme, c)), Some(i), Some(p), Some(o)) = (
-            best_cocktail(results, f),
-            find(results, DriftScheme::Infaas, f),
-            find(results, DriftScheme::Plain, f),
-            oracle,
-        ) else {
+        let judged = judge(results, f, statics, needed);
+        let Some(g) = best(&judged) else {
             continue;
         };
-        let over_infaas = (c.accuracy_met - i.accuracy_met) * 100.0;
-        let over_plain = (c.accuracy_met - p.accuracy_met) * 100.0;
-        let over_oracle = (c.accuracy_met - o.accuracy_met) * 100.0;
-        let cost = c.inference_us / p.inference_us.max(f64::MIN_POSITIVE);
-        let against_static = match statics.iter().find(|x| x.accuracy_met >= c.accuracy_met) {
-            Some(x) => {
-                let ratio = x.inference_us / c.inference_us.max(f64::MIN_POSITIVE);
-                verdict(
-                    ratio >= 1.45,
-                    format!(
-                        "`{}`{}, {:.1} %: {ratio:.3}x",
-                        drift::names(&dw.world, &x.members),
-                        if x.soft { " (soft)" } else { "" },
-                        x.accuracy_met * 100.0
-                    ),
-                )
-            }
+        let [infaas, plain, cost, oracle, against_static, lag] = g.verdicts();
+        let against_static = match g.against_static {
+            Some((x, ratio)) => verdict(
+                against_static == Some(true),
+                format!(
+                    "`{}`{}, {:.1} %: {ratio:.3}x",
+                    drift::names(&dw.world, &x.members),
+                    if x.soft { " (soft)" } else { "" },
+                    x.accuracy_met * 100.0
+                ),
+            ),
             None => {
                 let best = statics
                     .iter()
-                    .max_by(|a, b| a.accuracy_met.total_cmp(&b.accuracy_met))
-                    .map_or(0.0, |x| x.accuracy_met);
+                    .map(|x| x.accuracy_met)
+                    .max_by(f64::total_cmp)
+                    .unwrap_or(0.0);
                 format!("met (none is; the best {:.1} %)", best * 100.0)
             }
         };
-        let lag = lags(scheme, c).map_or("-".into(), |(_, max)| {
-            let by = format!("max {max:.1}");
-            if f.fraction == 1.0 {
-                verdict(max <= 2.0, by)
-            } else {
-                by
-            }
-        });
+        let lag = match (g.lag, lag) {
+            (None, _) => "-".to_owned(),
+            (Some((max, _)), Some(met)) => verdict(met, format!("max {max:.1}")),
+            (Some((max, _)), None) => format!("max {max:.1}"),
+        };
+        let each: Vec<String> = judged
+            .iter()
+            .map(|j| {
+                let (met, of) = j.score();
+                format!("{} {met}/{of}", j.run.scheme)
+            })
+            .collect();
+        let (over_infaas, needed) = g.over_infaas;
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {against_static} | {lag} |",
+            "| {} | {} | {} | {} | {} | {} | {against_static} | {lag} | {} |",
             feedback_name(f),
-            c.scheme,
+            g.run.scheme,
             verdict(
-                over_infaas >= needed,
+                infaas == Some(true),
                 format!("{over_infaas:+.1} points; needed {needed:+.1}")
             ),
-            verdict(over_plain > 0.0, format!("{over_plain:+.1} points")),
-            verdict(cost <= 1.0, format!("{cost:.2}x")),
-            verdict(over_oracle >= -3.0, format!("{over_oracle:+.1} points")),
+            verdict(plain == Some(true), format!("{:+.1} points", g.over_plain)),
+            verdict(cost == Some(true), format!("{:.2}x", g.cost)),
+            verdict(
+                oracle == Some(true),
+                format!("{:+.1} points", g.over_oracle)
+            ),
+            each.join("; "),
         );
     }
     s
@@ -514,6 +606,68 @@ mod tests {
         assert_eq!(
             splice(&before, &new).unwrap(),
             format!("a\n\n{new}\n{NEXT_HEADING}\n")
+        );
+    }
+
+    /// A run of `scheme` with every label: `met` of its requests meeting the target at
+    /// `inference_us` per request, adapted to every shift at once.
+    fn run(scheme: DriftScheme, met: f64, inference_us: f64) -> DriftResult {
+        DriftResult {
+            schedule: "test".into(),
+            scheme: scheme.name().into(),
+            feedback: drift::FEEDBACK[0],
+            requests: 1000,
+            accuracy: met,
+            accuracy_met: met,
+            models_per_request: 1.0,
+            inference_us,
+            shadow_us: 0.0,
+            accuracy_met_after_shifts: met,
+            shifts: 0,
+            lags: vec![0],
+            phases: Vec::new(),
+            series: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_best_run_meets_the_most_goals_before_the_target_most_often() {
+        let results = [
+            run(DriftScheme::Infaas, 0.50, 100.0),
+            run(DriftScheme::Plain, 0.60, 1000.0),
+            run(DriftScheme::Oracle, 0.80, 1000.0),
+            // Meets the target most often, at the static choice's cost.
+            run(DriftScheme::CocktailO2, 0.90, 9000.0),
+            // Less often, at half of it: the cost goal too.
+            run(DriftScheme::Cocktail, 0.85, 4500.0),
+            run(DriftScheme::CocktailSoft, 0.84, 4500.0),
+        ];
+        let statics = [StaticChoice {
+            members: vec![0],
+            soft: false,
+            accuracy_met: 0.92,
+            inference_us: 9000.0,
+        }];
+        let judged = judge(&results, drift::FEEDBACK[0], &statics, 25.0);
+        let scores: Vec<(&str, (usize, usize))> = judged
+            .iter()
+            .map(|g| (g.run.scheme.as_str(), g.score()))
+            .collect();
+        // Over InFaaS, over plain, within 3 points of the oracle and the lag for all;
+        // the cost goal (2x) for tracking by majority and soft only; none is as cheap as
+        // plain re-selection.
+        assert_eq!(
+            scores,
+            [
+                (DriftScheme::Cocktail.name(), (5, 6)),
+                (DriftScheme::CocktailSoft.name(), (5, 6)),
+                (DriftScheme::CocktailO2.name(), (4, 6)),
+            ]
+        );
+        // Of the two that meet five, the one meeting the target more often.
+        assert_eq!(
+            best(&judged).map(|g| g.run.scheme.as_str()),
+            Some(DriftScheme::Cocktail.name())
         );
     }
 }
