@@ -178,6 +178,12 @@ pub fn section(dw: &DriftWorld<'_>, results: &[DriftResult], seed: u64) -> Strin
     );
     let statics = drift::static_choices(dw, seed);
     let needed = needed_over_infaas(dw, results);
+    // Each label setting's runs judged once: the line under its table and the goals
+    // table name the same best run.
+    let judged: Vec<(Feedback, Vec<Goals<'_>>)> = drift::FEEDBACK
+        .iter()
+        .map(|&f| (f, judge(results, f, &statics, needed)))
+        .collect();
     let oracle = dw.oracle();
     let infaas = results
         .iter()
@@ -200,7 +206,8 @@ pub fn section(dw: &DriftWorld<'_>, results: &[DriftResult], seed: u64) -> Strin
             infaas_name(dw)
         ))
     );
-    for &f in &drift::FEEDBACK {
+    for (f, runs) in &judged {
+        let f = *f;
         let _ = writeln!(
             s,
             "{}:\n\n| scheme | accuracy met | after shifts | accuracy | models/request | inference µs/request | shadow µs/request | shift re-selections | adaptation lag (intervals, median / max) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -226,7 +233,7 @@ pub fn section(dw: &DriftWorld<'_>, results: &[DriftResult], seed: u64) -> Strin
                 )),
             );
         }
-        if let Some(c) = best(&judge(results, f, &statics, needed)).map(|g| g.run) {
+        if let Some(c) = best(runs).map(|g| g.run) {
             let against: Vec<String> = [
                 DriftScheme::Plain,
                 DriftScheme::Infaas,
@@ -279,7 +286,7 @@ pub fn section(dw: &DriftWorld<'_>, results: &[DriftResult], seed: u64) -> Strin
             let _ = writeln!(s, "| {} | {} |", r.scheme, cells.join(" | "));
         }
     }
-    s.push_str(&goals(dw, results, &statics, needed));
+    s.push_str(&goals(dw, &statics, &judged));
     s
 }
 
@@ -290,13 +297,12 @@ fn group_gains(dw: &DriftWorld<'_>) -> Option<String> {
         .then(|| ensemble_gain::group_table(&ensemble_gain::by_group(&dw.world, &dw.groups)))
 }
 
-/// Issue 34's goals at every label setting ([`judge`]), for Cocktail's best run there
-/// ([`best`]), with how many each of its runs meets.
+/// Issue 34's goals at every label setting, from its runs as [`judge`] judged them: for
+/// Cocktail's best run there ([`best`]), with how many each of its runs meets.
 fn goals(
     dw: &DriftWorld<'_>,
-    results: &[DriftResult],
     statics: &[StaticChoice],
-    needed: f64,
+    judged: &[(Feedback, Vec<Goals<'_>>)],
 ) -> String {
     let sentiment = dw.drift.schedule.name == crate::workload::drift::SENTIMENT_DOMAINS.name;
     let mut s = format!(
@@ -317,9 +323,8 @@ fn goals(
         }
     );
     let verdict = |met: bool, by: String| format!("{} ({by})", if met { "met" } else { "missed" });
-    for &f in &drift::FEEDBACK {
-        let judged = judge(results, f, statics, needed);
-        let Some(g) = best(&judged) else {
+    for (f, judged) in judged {
+        let Some(g) = best(judged) else {
             continue;
         };
         let [infaas, plain, cost, oracle, against_static, lag] = g.verdicts();
@@ -358,7 +363,7 @@ fn goals(
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} | {against_static} | {lag} | {} |",
-            feedback_name(f),
+            feedback_name(*f),
             g.run.scheme,
             verdict(
                 infaas == Some(true),
