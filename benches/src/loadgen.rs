@@ -44,6 +44,11 @@ pub struct LoadgenConfig {
     pub api_key: Option<Secret>,
     /// A drift schedule's requests instead of the mix's (`cocktail loadgen --drift`).
     pub drift: Option<Arc<DriftLoad>>,
+    /// Whether a request refused with `Retry-After` (429 under overload, 503 before any
+    /// worker) is sent again after that long, as a client honouring the header does,
+    /// while the request's `timeout` allows; each retry counts in the report
+    /// ([`LoadReport::retried`]). Off, a refusal is the request's answer.
+    pub retry_refused: bool,
 }
 
 /// A drift schedule's requests (issue 34): request `k` of the run asks for item
@@ -95,6 +100,8 @@ struct Outcome {
     degraded: bool,
     /// Where the answer's time went (none for an error).
     times: Option<AnswerTimes>,
+    /// Refusals sent again before this answer.
+    retried: u64,
 }
 
 /// Where one answer's latency went, as the master reports it.
@@ -140,6 +147,8 @@ pub struct LoadReport {
     /// Delayed labels (`--drift` with a delay) that `/v1/feedback` did not take, or that
     /// could not be sent because their request failed.
     pub feedback_refused: u64,
+    /// Refusals sent again after their `Retry-After` ([`LoadgenConfig::retry_refused`]).
+    pub retried: u64,
     pub types: Vec<TypeResult>,
     /// Where each answer's time went, for the simulator's `live_answers`.
     #[serde(skip)]
@@ -173,6 +182,82 @@ async fn cost(client: &reqwest::Client, url: &str, admin: Option<&Secret>) -> Op
         return None;
     }
     response.json::<Value>().await.ok()?.get("total")?.as_f64()
+}
+
+/// One request's answer.
+struct Answer {
+    /// The HTTP status, 0 when no HTTP answer came.
+    status: u16,
+    value: Value,
+    /// Why it failed: the client's error chain when no HTTP answer came, else the status
+    /// and the answer's `error`.
+    error: Option<String>,
+    /// Refusals sent again before it.
+    retried: u64,
+}
+
+/// Sends one inference request; with `retry_within`, a refusal carrying `Retry-After`
+/// is sent again after that long while the request is younger than `retry_within`.
+async fn infer(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+    api_key: Option<&Secret>,
+    retry_within: Option<Duration>,
+) -> Answer {
+    let start = Instant::now();
+    let mut retried = 0;
+    loop {
+        let mut request = client.post(url).json(body);
+        if let Some(key) = api_key {
+            request = request.bearer_auth(key.expose());
+        }
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => {
+                return Answer {
+                    status: 0,
+                    value: Value::Null,
+                    error: Some(cocktail_service::net::error_chain(&e)),
+                    retried,
+                };
+            }
+        };
+        let status = response.status();
+        let wait = retry_after(&response)
+            .filter(|wait| retry_within.is_some_and(|within| start.elapsed() + *wait < within));
+        if let Some(wait) = wait {
+            retried += 1;
+            tokio::time::sleep(wait).await;
+            continue;
+        }
+        let value = response.json::<Value>().await.unwrap_or(Value::Null);
+        let error = (!status.is_success())
+            .then(|| format!("{status}: {}", value["error"].as_str().unwrap_or("")));
+        return Answer {
+            status: status.as_u16(),
+            value,
+            error,
+            retried,
+        };
+    }
+}
+
+/// How long a refusal (429, 503) asks the client to wait (`Retry-After` in seconds).
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    let refused = matches!(
+        response.status(),
+        reqwest::StatusCode::TOO_MANY_REQUESTS | reqwest::StatusCode::SERVICE_UNAVAILABLE
+    );
+    let seconds: u64 = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    refused.then(|| Duration::from_secs(seconds))
 }
 
 /// Sends the load and collects the answers. `types` are the constraint types (from the
@@ -285,23 +370,15 @@ pub async fn run(
         let api_key = config.api_key.clone();
         let (feedback_url, refused, pending) =
             (feedback_url.clone(), Arc::clone(&refused), pending.clone());
+        let retry_within = config.retry_refused.then_some(config.timeout);
         tokio::spawn(async move {
             let start = Instant::now();
-            let mut request = client.post(&url).json(&body);
-            if let Some(key) = &api_key {
-                request = request.bearer_auth(key.expose());
-            }
-            let answer = request.send().await;
-            let (status, value, error) = match answer {
-                Ok(response) => {
-                    let status = response.status();
-                    let value = response.json::<Value>().await.unwrap_or(Value::Null);
-                    let error = (!status.is_success())
-                        .then(|| format!("{status}: {}", value["error"].as_str().unwrap_or("")));
-                    (status.as_u16(), value, error)
-                }
-                Err(e) => (0, Value::Null, Some(cocktail_service::net::error_chain(&e))),
-            };
+            let Answer {
+                status,
+                value,
+                error,
+                retried,
+            } = infer(&client, &url, &body, api_key.as_ref(), retry_within).await;
             let latency = start.elapsed();
             // A label due later for an answer without an id (a failed request) cannot be
             // sent: it counts as refused.
@@ -342,6 +419,7 @@ pub async fn run(
                 correct: class == Some(label as u64),
                 models: parameters["models"].as_array().map_or(0, Vec::len),
                 degraded: parameters["degraded"].as_bool().unwrap_or(false),
+                retried,
             });
             drop(permit);
         });
@@ -378,6 +456,7 @@ struct Tally {
     met: u64,
     models: u64,
     degraded: u64,
+    retried: u64,
     per_type: Vec<(u64, u64, u64, u64)>,
     windows: Vec<std::collections::VecDeque<bool>>,
 }
@@ -395,6 +474,7 @@ impl Tally {
             met: 0,
             models: 0,
             degraded: 0,
+            retried: 0,
             per_type: vec![(0, 0, 0, 0); types],
             windows: vec![Default::default(); types],
         }
@@ -404,6 +484,7 @@ impl Tally {
         let ms = o.latency.as_secs_f64() * 1000.0;
         self.latencies.push(ms as f32);
         self.times.extend(o.times.clone());
+        self.retried += o.retried;
         let ok = (200..300).contains(&o.status);
         if !ok {
             *self.errors.entry(o.status).or_default() += 1;
@@ -465,6 +546,7 @@ impl Tally {
             degraded: self.degraded,
             cost,
             feedback_refused: 0,
+            retried: self.retried,
             types: types
                 .iter()
                 .zip(&self.per_type)
@@ -540,6 +622,12 @@ pub fn markdown(r: &LoadReport) -> String {
             t.accuracy_met * 100.0
         ));
     }
+    if r.retried > 0 {
+        out.push_str(&format!(
+            "\n{} refusals (`Retry-After`) sent again; a request's latency counts its retries.\n",
+            r.retried
+        ));
+    }
     out
 }
 
@@ -559,6 +647,7 @@ impl LoadgenConfig {
             admin_token: auth::admin_token_for_tools(),
             api_key: None,
             drift: None,
+            retry_refused: false,
         }
     }
 }

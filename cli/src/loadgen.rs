@@ -34,6 +34,11 @@ pub struct LoadgenArgs {
     /// Client timeout per request (ms).
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
+    /// Send a request refused with `Retry-After` (429 overloaded, 503 no worker yet)
+    /// again after that long, within --timeout-ms, as a client honouring the header
+    /// does; the report counts the retries. Without it a refusal is an error.
+    #[arg(long)]
+    pub retry_refused: bool,
     /// Also write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -124,6 +129,7 @@ pub fn run(zoo_path: Option<&Path>, args: &LoadgenArgs) -> anyhow::Result<()> {
         admin_token: auth::admin_token_for_tools(),
         api_key: auth::from_env_or_file(API_KEY_ENV, None)?,
         drift,
+        retry_refused: args.retry_refused,
     };
     let (inputs, labels) = loadgen::inputs(&zoo, &config.task)?;
     let bar = ProgressBar::new(config.rates.len() as u64).with_style(

@@ -127,6 +127,7 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
         admin_token: None,
         api_key: None,
         drift: None,
+        retry_refused: false,
     };
     let load = tokio::spawn(async move {
         loadgen::run(&config, &types, Arc::new(inputs), Arc::new(labels), None).await

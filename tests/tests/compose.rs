@@ -621,8 +621,12 @@ async fn worker_containers_scale_with_the_load_and_faults_fail_no_request() {
         project.workers()
     );
 
+    // A client honouring `Retry-After`: a request refused while the faulted pool has
+    // half its capacity (429) is sent again, as the master asks; it fails only when no
+    // answer comes within its timeout.
     let config = LoadgenConfig {
         grace_ms: 1000.0,
+        retry_refused: true,
         ..LoadgenConfig::steady(&project.url(""), "fashion", 10.0, 45, Mix::Strict, 3)
     };
     let run = tokio::spawn(async move {
@@ -702,9 +706,14 @@ async fn worker_containers_scale_with_the_load_and_faults_fail_no_request() {
     let failed = report.errors.values().sum::<u64>() + report.dropped;
     eprintln!(
         "containers: {at_rest} at rest, {peak} under load; a killed and a cut-off container \
-         replaced after {replaced:?}; {} requests, {failed} failed {:?} (first: {:?}), {} degraded, \
-         p99 {:.0} ms",
-        report.sent, report.errors, report.first_error, report.degraded, report.latency_ms.p99
+         replaced after {replaced:?}; {} requests, {failed} failed {:?} (first: {:?}), {} refused \
+         and sent again, {} degraded, p99 {:.0} ms",
+        report.sent,
+        report.errors,
+        report.first_error,
+        report.retried,
+        report.degraded,
+        report.latency_ms.p99
     );
     assert_eq!(failed, 0, "{report:?}");
     for took in &replaced {

@@ -133,6 +133,7 @@ async fn pair(rates: Vec<f64>, feasible: bool) -> Pair {
         admin_token: None,
         api_key: None,
         drift: None,
+        retry_refused: false,
     };
     let mut world = World::load(&zoo, "fashion").unwrap();
     let types = if feasible {

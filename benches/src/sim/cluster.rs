@@ -9,7 +9,8 @@
 //! the instance's type), and misses when it cannot start before its deadline, as the live
 //! dispatcher's queue does. Each pool measures its answered calls' overhead
 //! (the hop and the wait for a slot) as the live registry does, for selection's predicted
-//! response times ([`Cluster::predicted`]).
+//! response times ([`Cluster::predicted`]): the answers in time, and the late ones that
+//! had their slot at once.
 
 use cocktail_common::catalog::{Catalog, InstanceType, SpotPrices, SpotProcess};
 use cocktail_policy::autoscale::{InstanceState, Offer};
@@ -263,11 +264,19 @@ impl Cluster {
     }
 
     /// A member call to `pool` arriving at `t`, whose answer must reach the master by
-    /// `deadline`.
+    /// `deadline`. Its answer joins the pool's overhead estimate when in time, or late
+    /// on a slot it had at once (late by the hop or the instance's type); a late answer
+    /// that waited for its slot is the pool's backlog, not its calls' time. As live:
+    /// `cocktail_master::serving::registry::Lease::answered`.
     pub fn serve(&mut self, pool: usize, t: f64, deadline: f64) -> Served {
         let hop = self.hop_s;
         let (served, service) = self.serve_until(pool, t, deadline - hop);
-        if let (Served::At(at), Some(p)) = (served, self.pools.get_mut(pool)) {
+        let measured = match served {
+            Served::At(at) => Some(at),
+            Served::Late(at) if at - service <= t + 1e-9 => Some(at),
+            _ => None,
+        };
+        if let (Some(at), Some(p)) = (measured, self.pools.get_mut(pool)) {
             p.overhead.observe((at - t + hop) * 1e3, service * 1e3);
         }
         match served {

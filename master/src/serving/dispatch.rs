@@ -119,12 +119,9 @@ pub struct Call<'a> {
     pub body: &'a MemberBody,
     /// When every call of the request ends, answered or not.
     pub deadline: Instant,
-    /// Answers after this are not measured ([`Pool::observe_member_call`]): the
-    /// request's due time, or `deadline` when it waits for every member because none was
-    /// predicted in time; as the simulator measures its pools. (Measuring every answer
-    /// within `deadline`, live only, made `mlp_med`, whose hop made some of its calls to
-    /// `autoscaling_live`'s `const2` late, leave that target live in 4 runs of 6 and
-    /// never simulated.)
+    /// When the request is due, for measuring its answers
+    /// ([`crate::serving::registry::Lease::answered`]): its due time, or `deadline` when
+    /// it waits for every member because none was predicted in time.
     pub measured_until: Instant,
     pub items: usize,
     /// A call of a model whose inference takes at most this long waits, while another
@@ -168,7 +165,7 @@ impl Call<'_> {
         pool.record_batch(items);
         let mut last_error = MemberError::NoInstance;
         loop {
-            let lease = match pool.acquire(deadline, &asked.snapshot(), items).await {
+            let mut lease = match pool.acquire(deadline, &asked.snapshot(), items).await {
                 Ok(lease) => lease,
                 Err(NoSlot::Timeout) => {
                     asked.waited();
@@ -176,6 +173,7 @@ impl Call<'_> {
                 }
                 Err(NoSlot::NoInstance) => return Err(last_error),
             };
+            lease.measure(began, items, measured_until);
             asked.add(&lease.instance);
             if lease.queued {
                 asked.waited();
@@ -188,7 +186,8 @@ impl Call<'_> {
             // slow, not hung, and its slot stays busy until it does. So the call runs in its
             // own task, holding the slot, for up to `HUNG_AFTER` (or the request's own time,
             // if longer); the request stops waiting at its deadline. Only a call that gets no
-            // answer in that time counts against the instance ([`crate::serving::registry::Lease`]).
+            // answer in that time counts against the instance ([`crate::serving::registry::Lease`]);
+            // an answer, in time or not, is measured there.
             let out = self.out(&pool, &lease.instance, classes);
             let call = coalesce::Waiting {
                 lease,
@@ -197,7 +196,7 @@ impl Call<'_> {
                 timeout: remaining.max(HUNG_AFTER),
             };
             let done = coalesce::submit(out, call);
-            let (lease, outcome) = match tokio::time::timeout(remaining, done).await {
+            let (_lease, outcome) = match tokio::time::timeout(remaining, done).await {
                 Ok(Ok(done)) => done,
                 Ok(Err(_)) => {
                     return Err(MemberError::Failed("the member call was dropped".into()));
@@ -205,12 +204,7 @@ impl Call<'_> {
                 Err(_) => return Err(MemberError::Deadline),
             };
             match outcome {
-                Ok(answer) => {
-                    if Instant::now() <= measured_until {
-                        pool.observe_member_call(&lease.instance, items, began.elapsed());
-                    }
-                    return Ok(answer);
-                }
+                Ok(answer) => return Ok(answer),
                 Err(rejected @ MemberError::Rejected { .. }) => return Err(rejected),
                 Err(MemberError::Deadline) => return Err(MemberError::Deadline),
                 Err(other) => {

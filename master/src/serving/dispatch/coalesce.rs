@@ -176,13 +176,13 @@ async fn send(out: &Out, batch: Vec<(Waiting, oneshot::Sender<Done>)>) {
                 "model" => instance.model.clone())
             .increment(1);
             for (mut call, reply) in batch {
-                reached.mark(&mut call.lease);
+                reached.mark(&mut call.lease, false);
                 send_alone(out, call, reply).await;
             }
         }
         Err(error) => {
             for (mut call, reply) in batch {
-                reached.mark(&mut call.lease);
+                reached.mark(&mut call.lease, false);
                 // The request may have stopped waiting: its slot is given back either way.
                 let _ = reply.send((call.lease, Err(error.clone())));
             }
@@ -190,9 +190,9 @@ async fn send(out: &Out, batch: Vec<(Waiting, oneshot::Sender<Done>)>) {
         Ok(answer) => {
             let mut offset = 0;
             for (mut call, reply) in batch {
-                reached.mark(&mut call.lease);
                 let part = answer.rows(offset, call.items, out.classes);
                 offset += call.items;
+                reached.mark(&mut call.lease, part.is_ok());
                 let _ = reply.send((call.lease, part));
             }
         }
@@ -211,7 +211,7 @@ async fn send_alone(out: &Out, mut call: Waiting, reply: oneshot::Sender<Done>) 
         call.timeout,
     )
     .await;
-    reached.mark(&mut call.lease);
+    reached.mark(&mut call.lease, outcome.is_ok());
     // The request may have stopped waiting: its slot is given back either way.
     let _ = reply.send((call.lease, outcome));
 }
@@ -228,9 +228,10 @@ enum Reached {
 }
 
 impl Reached {
-    fn mark(self, lease: &mut Lease) {
+    /// Tells `lease` how its call went; `served`: the answer is the member's.
+    fn mark(self, lease: &mut Lease, served: bool) {
         match self {
-            Self::Answered => lease.answered(),
+            Self::Answered => lease.answered(served),
             Self::Refused => lease.refused(),
             Self::Unanswered => {}
         }

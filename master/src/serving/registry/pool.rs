@@ -133,6 +133,18 @@ pub struct Lease {
     pub(super) pool: Arc<Pool>,
     pub(super) sent: Option<Instant>,
     taken: Instant,
+    /// How an answer on this slot joins the pool's overhead estimate, once the call set it.
+    measure: Option<Measure>,
+}
+
+/// A member call's measure ([`Lease::measure`]).
+#[derive(Debug, Clone, Copy)]
+struct Measure {
+    /// When the call asked for a slot: its overhead is counted from then.
+    asked: Instant,
+    items: usize,
+    /// Its request's due time ([`crate::serving::dispatch::Call::measured_until`]).
+    due: Instant,
 }
 
 impl Lease {
@@ -143,7 +155,14 @@ impl Lease {
             pool: Arc::clone(pool),
             sent: None,
             taken: Instant::now(),
+            measure: None,
         }
+    }
+
+    /// An answer on this slot measures the pool's overhead: from `asked` (when the call
+    /// asked for a slot) for `items` items, its request due at `due`.
+    pub fn measure(&mut self, asked: Instant, items: usize, due: Instant) {
+        self.measure = Some(Measure { asked, items, due });
     }
 
     /// Marks whether the call waited for this slot.
@@ -158,11 +177,25 @@ impl Lease {
     }
 
     /// The worker answered the call (any status): the instance is alive, and the pool
-    /// learns how long its calls take.
-    pub fn answered(&mut self) {
+    /// learns how long its calls take. An answer that `served` (the member's, not an
+    /// error) joins the pool's overhead estimate ([`Lease::measure`]) when it came by its
+    /// request's due time, or later on a slot it had at once: leaving late answers out,
+    /// a pool whose hop made half its calls late kept predicting them in time (in CI,
+    /// `autoscaling_live` simulated `mlp_med` serving `const2` at 0.7 % of requests
+    /// meeting it). A late answer that waited for its slot is left out: that lateness
+    /// is the pool's backlog, which the autoscaler answers (the miss it counts,
+    /// `crate::serving::service`), not the call's time. The simulator measures alike
+    /// (`cocktail_benches::sim::Cluster::serve`).
+    pub fn answered(&mut self, served: bool) {
         if let Some(sent) = self.sent.take() {
             self.instance.answered();
             self.pool.observe_call(sent.elapsed());
+            if let Some(m) = self.measure.filter(|_| served)
+                && (Instant::now() <= m.due || !self.queued)
+            {
+                self.pool
+                    .observe_member_call(&self.instance, m.items, m.asked.elapsed());
+            }
         }
     }
 
@@ -537,7 +570,7 @@ impl Pool {
 
     /// One member call answered by `instance`, `took` from asking for a slot to reading
     /// the answer: its overhead over the predicted inference joins the pool's estimate.
-    pub fn observe_member_call(&self, instance: &Instance, items: usize, took: Duration) {
+    pub(super) fn observe_member_call(&self, instance: &Instance, items: usize, took: Duration) {
         if let Some(inference) = self.inference_ms(instance.instance_type.as_deref(), items) {
             self.overhead
                 .lock()

@@ -168,7 +168,7 @@ async fn an_instance_that_leaves_calls_unanswered_gets_no_work_until_it_heartbea
     // An answer resets the count; a lease never used for a call counts nothing.
     let mut answered = pool.acquire(soon, &[], 1).await.unwrap();
     answered.sent();
-    answered.answered();
+    answered.answered(true);
     drop(answered);
     drop(pool.acquire(soon, &[], 1).await.unwrap());
     assert_eq!(registry.view()[0].unanswered, 0);
@@ -300,6 +300,61 @@ fn the_registry_counts_the_hop_for_quick_models() {
     // 18 + 12 b + 300 ≤ 1.5 × (30 + 300): b ≤ 14.75.
     assert_eq!(slots(&counting, "quick"), 14);
     assert_eq!(slots(&counting, "slow"), 1, "not quick");
+}
+
+/// A member answer joins its pool's overhead, counted from when its call asked for a
+/// slot, when in time, or late on a slot it had at once (its request stopped waiting,
+/// but the hop was the pool's); not a late one that waited for its slot (the pool's
+/// backlog), nor an error answer.
+#[tokio::test]
+async fn late_answers_count_towards_the_overhead_unless_they_queued() {
+    // 1 ms of inference per item on the host.
+    let speed = Arc::new(Speed {
+        latency: BatchLatency {
+            fixed_us: 0.0,
+            per_item_us: 1000.0,
+        },
+        catalog: Arc::new(Catalog::embedded().unwrap()),
+    });
+    let registry = Registry::with_speeds(HashMap::from([("m".to_owned(), speed)]));
+    registry.register(&registration("a", 1)).unwrap();
+    let pool = registry.pool("m").unwrap();
+    let later = || Instant::now() + Duration::from_secs(5);
+    let call = |lease: &mut Lease| {
+        let now = Instant::now();
+        lease.measure(now, 1, now + Duration::from_millis(1));
+        lease.sent();
+    };
+    let mut error = pool.acquire(later(), &[], 1).await.unwrap();
+    call(&mut error);
+    error.answered(false);
+    drop(error);
+    assert_eq!(pool.overhead_ms(), None, "an error answer is no measure");
+    // Late on a slot it had at once, while another call waits for the slot.
+    let mut late = pool.acquire(later(), &[], 1).await.unwrap();
+    call(&mut late);
+    let queued = tokio::spawn({
+        let pool = Arc::clone(&pool);
+        async move { pool.acquire(later(), &[], 1).await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    late.answered(true);
+    let overhead = pool.overhead_ms().unwrap();
+    assert!(
+        overhead >= 29.0,
+        "30 ms from asking, 1 ms of it inference: {overhead} ms"
+    );
+    drop(late);
+    let mut queued = queued.await.unwrap();
+    assert!(queued.queued);
+    call(&mut queued);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    queued.answered(true);
+    assert_eq!(
+        pool.overhead_ms(),
+        Some(overhead),
+        "a late answer that waited for its slot is the backlog's"
+    );
 }
 
 /// A readiness probe is one round trip, taken as a worker starts (often while others
