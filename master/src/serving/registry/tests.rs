@@ -302,21 +302,24 @@ fn the_registry_counts_the_hop_for_quick_models() {
     assert_eq!(slots(&counting, "slow"), 1, "not quick");
 }
 
+/// A profile of 1 ms of inference per item on the host.
+fn one_ms_per_item() -> Arc<Speed> {
+    Arc::new(Speed {
+        latency: BatchLatency {
+            fixed_us: 0.0,
+            per_item_us: 1000.0,
+        },
+        catalog: Arc::new(Catalog::embedded().unwrap()),
+    })
+}
+
 /// A member answer joins its pool's overhead, counted from when its call asked for a
 /// slot, when in time, or late on a slot it had at once (its request stopped waiting,
 /// but the hop was the pool's); not a late one that waited for its slot (the pool's
 /// backlog), nor an error answer.
 #[tokio::test]
 async fn late_answers_count_towards_the_overhead_unless_they_queued() {
-    // 1 ms of inference per item on the host.
-    let speed = Arc::new(Speed {
-        latency: BatchLatency {
-            fixed_us: 0.0,
-            per_item_us: 1000.0,
-        },
-        catalog: Arc::new(Catalog::embedded().unwrap()),
-    });
-    let registry = Registry::with_speeds(HashMap::from([("m".to_owned(), speed)]));
+    let registry = Registry::with_speeds(HashMap::from([("m".to_owned(), one_ms_per_item())]));
     registry.register(&registration("a", 1)).unwrap();
     let pool = registry.pool("m").unwrap();
     let later = || Instant::now() + Duration::from_secs(5);
@@ -363,15 +366,7 @@ async fn late_answers_count_towards_the_overhead_unless_they_queued() {
 /// median, not its probe.
 #[test]
 fn probes_stand_in_for_the_fleets_hop_only_until_calls_are_measured() {
-    // 1 ms of inference per item on the host.
-    let speed = Arc::new(Speed {
-        latency: BatchLatency {
-            fixed_us: 0.0,
-            per_item_us: 1000.0,
-        },
-        catalog: Arc::new(Catalog::embedded().unwrap()),
-    });
-    let registry = Registry::with_speeds(HashMap::from([("a".to_owned(), speed)]));
+    let registry = Registry::with_speeds(HashMap::from([("a".to_owned(), one_ms_per_item())]));
     for model in ["a", "b", "c"] {
         registry
             .register(&Registration {
