@@ -474,3 +474,65 @@ impl Cluster {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One pool of one instance with one slot, whose calls take `ms` of inference.
+    fn one_slot(ms: f64) -> Cluster {
+        let catalog = Catalog::embedded().unwrap();
+        let ty = catalog.types[0].name.clone();
+        let mut cluster = Cluster::new(
+            catalog,
+            vec![0],
+            (&[ms], 0.0, false),
+            vec![vec![1]],
+            vec![vec![ms]],
+            1,
+        );
+        let ids = cluster.launch(0, &ty, false, 1, 0.0, 0.0);
+        cluster.ready(ids[0]);
+        cluster
+    }
+
+    /// A pool whose hop makes half its calls late is measured on those too, so it no
+    /// longer looks in time (`autoscaling_live`'s `const2` in CI); a late call that
+    /// waited for its slot is the backlog's, and is not measured.
+    #[test]
+    fn late_calls_are_measured_unless_they_waited_for_a_slot() {
+        let mut cluster = one_slot(18.0);
+        let estimate = |c: &Cluster| c.pools[0].overhead.estimate_ms().unwrap();
+        // A call a second, due 26.5 ms after it is sent: 18 ms of inference, and a hop of
+        // 2 ms (in time) or 12 ms (late) in turn.
+        for k in 0..20 {
+            cluster.set_hop_ms(if k % 2 == 0 { 2.0 } else { 12.0 });
+            let t = f64::from(k);
+            let served = cluster.serve(0, t, t + 0.0265);
+            assert_eq!(
+                matches!(served, Served::Late(_)),
+                k % 2 == 1,
+                "{k}: {served:?}"
+            );
+        }
+        assert!(
+            (estimate(&cluster) - 12.0).abs() < 1e-6,
+            "the late half counts: {}",
+            estimate(&cluster)
+        );
+        // Two calls at once on the one slot, with a quick hop: the second waits 18 ms for
+        // the slot and is late; its wait is not its hop. (As many pairs as the estimate's
+        // window holds calls: measured, the waits would be half of it.)
+        cluster.set_hop_ms(1.0);
+        for k in 20..84 {
+            let t = f64::from(k);
+            assert!(matches!(cluster.serve(0, t, t + 0.0265), Served::At(_)));
+            assert!(matches!(cluster.serve(0, t, t + 0.0265), Served::Late(_)));
+        }
+        assert!(
+            (estimate(&cluster) - 1.0).abs() < 1e-6,
+            "only the calls with their slot at once: {}",
+            estimate(&cluster)
+        );
+    }
+}
