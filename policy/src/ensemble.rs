@@ -30,14 +30,17 @@ pub struct Ensemble {
     buffer: Buffer,
     /// Under tracking ([`Ensemble::track`]), what chooses the members instead of O2.
     tracker: Option<Box<Tracker>>,
-    /// O1's choice (generation 0), not yet checked against the response times the pools
-    /// measured since: O1 runs on a constraint's first request, when a pool may have no
-    /// worker yet (predicted on its profile) or an estimate resting on a few calls made
-    /// while the cluster was starting (in `autoscaling_live`, `resnet` had no worker at
+    /// The models O1's first choice (generation 0) could not take because they did not
+    /// fit the latency target, waiting to fit. O1 runs on a constraint's first request,
+    /// when a pool may have no worker yet (predicted on its profile) or an estimate resting
+    /// on a few calls made while the cluster was starting, or none (the fleet's median,
+    /// [`crate::response::prior`]). In `autoscaling_live`, `resnet` had no worker at
     /// `const4`'s first request, which started on the less accurate `cnn_k5`, and O2 later
-    /// added `resnet` beside it for good). At the first interval's end, O1 chooses again
-    /// if a model that did not fit then fits now.
-    provisional: bool,
+    /// added `resnet` beside it for good; and `const2` started on small models without
+    /// `mlp_med`, never called, so never measured faster. At the end of any interval in
+    /// which one of them fits, O1 chooses again, once for each, and takes the new choice
+    /// when it holds a model that joined.
+    waiting: Vec<usize>,
 }
 
 /// An addition on trial: on the window's labelled items, how often the members' plain
@@ -57,8 +60,8 @@ impl Ensemble {
         members: Vec<usize>,
         generation: u64,
     ) -> Self {
+        let pool = selection::candidates(models, &constraint);
         Self {
-            pool: selection::candidates(models, &constraint),
             window: Window {
                 member_correct: vec![0; members.len()],
                 ..Window::default()
@@ -71,7 +74,12 @@ impl Ensemble {
             rejected: Vec::new(),
             buffer: Buffer::default(),
             tracker: None,
-            provisional: generation == 0,
+            waiting: if generation == 0 {
+                (0..models.len()).filter(|m| !pool.contains(m)).collect()
+            } else {
+                Vec::new()
+            },
+            pool,
         }
     }
 
@@ -132,14 +140,13 @@ impl Ensemble {
 
     /// O2 at the end of an interval: returns the change made, if any. The candidate pool
     /// is refreshed first from `models`' predicted response times, so models deployed
-    /// since can join; at the end of O1's first interval when a model has joined since,
-    /// and whenever a member no longer fits the latency target (its pool got slower), O1
-    /// chooses again from the models that fit ([`Adjustment::Refit`], when its choice
-    /// differs; when none fits, the members stay, and their late answers count as SLO
-    /// violations). An addition is on trial for
-    /// one window: when, on that window's labelled items, the members' majority was right
-    /// no more often than it would have been without the addition, the addition is
-    /// reverted and not tried again. (Comparing with the window before would confirm
+    /// since can join; when a model O1's first choice could not take fits now and O1
+    /// would take it, and whenever a member no longer fits the latency target (its pool
+    /// got slower), O1 chooses again from the models that fit ([`Adjustment::Refit`],
+    /// when its choice differs; when none fits, the members stay, and their late answers
+    /// count as SLO violations). An addition is on trial for one window: when, on that
+    /// window's labelled items, the members' majority was right no more often than it
+    /// would have been without the addition, the addition is reverted and not tried again. (Comparing with the window before would confirm
     /// almost any addition: that window was picked for falling short.)
     pub fn revisit(
         &mut self,
@@ -147,10 +154,7 @@ impl Ensemble {
         config: &SelectionConfig,
         recorded: Option<&Recorded>,
     ) -> Option<Adjustment> {
-        let before = std::mem::replace(
-            &mut self.pool,
-            selection::candidates(models, &self.constraint),
-        );
+        self.pool = selection::candidates(models, &self.constraint);
         if self.tracker.is_some() {
             // The tracker re-selects on its own count of requests ([`Ensemble::served`]).
             self.reset_window();
@@ -165,14 +169,18 @@ impl Ensemble {
             self.replace(chosen.clone(), self.generation + 1);
             return Some(Adjustment::Measured(chosen));
         }
-        // O1's first choice is made again when a model it could not choose then fits now;
-        // not merely because the models that fit then are ranked otherwise now (by
-        // response times that differ by the hop's noise).
-        let joined =
-            std::mem::take(&mut self.provisional) && self.pool.iter().any(|m| !before.contains(m));
-        if joined || self.members.iter().any(|m| !self.pool.contains(m)) {
+        // O1's first choice is made again when a model it could not choose then fits now
+        // and O1 would choose it; not merely because the models that fit then are ranked
+        // otherwise now (by response times that differ by the hop's noise).
+        let (joined, waiting): (Vec<usize>, Vec<usize>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|m| self.pool.contains(m));
+        self.waiting = waiting;
+        let unfit = self.members.iter().any(|m| !self.pool.contains(m));
+        if unfit || !joined.is_empty() {
             let members = selection::initial(models, &self.constraint, recorded);
-            if !members.is_empty() && members != self.members {
+            let wanted = unfit || members.iter().any(|m| joined.contains(m));
+            if wanted && !members.is_empty() && members != self.members {
                 self.rejected.clear();
                 self.replace(members.clone(), self.generation + 1);
                 return Some(Adjustment::Refit(members));
@@ -448,7 +456,7 @@ mod tests {
     }
 
     #[test]
-    fn o1s_first_choice_is_made_again_when_a_model_fits_by_the_end_of_its_first_interval() {
+    fn o1s_first_choice_is_made_again_when_a_model_it_could_not_take_fits() {
         let constraint = Constraint {
             latency_ms: 10.0,
             accuracy: 0.85,
@@ -456,33 +464,36 @@ mod tests {
         };
         let config = SelectionConfig::default();
         // At the first request the accurate model's pool has answered a few calls slowly
-        // (a starting cluster): only the other fits, and O1 takes it.
-        let starting = [model(4.0, 0.86), model(30.0, 0.92)];
+        // (a starting cluster), and a weak model's too: only model 0 fits, and O1 takes it.
+        let starting = [model(4.0, 0.86), model(30.0, 0.92), model(30.0, 0.70)];
         let mut e = Ensemble::select(&starting, constraint, None);
         assert_eq!(e.members, [0]);
         // By the end of the interval its calls take 6 ms: O1 chooses again, though
         // the member still fits and no label has come.
-        let settled = [model(4.0, 0.86), model(6.0, 0.92)];
+        let settled = [model(4.0, 0.86), model(6.0, 0.92), model(30.0, 0.70)];
         assert_eq!(
             e.revisit(&settled, &config, None),
             Some(Adjustment::Refit(vec![1]))
         );
         assert_eq!((e.members.as_slice(), e.generation), (&[1][..], 1));
-        // Only once: later intervals leave members that fit to O2's window.
+        // The same at a later interval: a pool never called is predicted on the fleet's
+        // estimate, which may take a while to settle.
         let mut later = Ensemble::select(&starting, constraint, None);
         assert_eq!(later.revisit(&starting, &config, None), None);
-        assert_eq!(later.revisit(&settled, &config, None), None);
-        assert_eq!(later.members, [0]);
-        // Nothing joined, only ranked otherwise: the fastest that meets 0.85 is now
-        // model 1, but both fitted already and O1's choice stays (the hop's noise reorders
-        // models within milliseconds of each other).
+        assert_eq!(
+            later.revisit(&settled, &config, None),
+            Some(Adjustment::Refit(vec![1]))
+        );
+        // Only ranked otherwise: the fastest that meets 0.85 is now model 1, but both
+        // fitted already and O1's choice stays (the hop's noise reorders models within
+        // milliseconds of each other), though the weak model joined: O1 would not take it.
         let fastest = Constraint {
             objective: Objective::Latency,
             ..constraint
         };
         let mut quick = Ensemble::select(&settled, fastest, None);
         assert_eq!(quick.members, [0]);
-        let reordered = [model(7.0, 0.86), model(6.0, 0.92)];
+        let reordered = [model(7.0, 0.86), model(6.0, 0.92), model(5.0, 0.70)];
         assert_eq!(quick.revisit(&reordered, &config, None), None);
         assert_eq!(quick.members, [0]);
     }
