@@ -130,10 +130,39 @@ async fn main() -> anyhow::Result<()> {
             );
         }
     }
+    // What the overhead at one client cannot go below on this machine: a round trip to a
+    // handler that does nothing, from the same client over the same connection.
+    if let Some((_, _, url)) = workers.first() {
+        let floor = floor(&client, &format!("{url}/v2/health/live"), args.requests).await?;
+        println!(
+            "\nHTTP floor: a bare `GET /v2/health/live` at one client, p50 {} µs, p99 {} µs; the overhead at one client includes it.",
+            us(floor.p50),
+            us(floor.p99)
+        );
+    }
     for (_, mut child, _) in workers {
         child.kill().await.ok();
     }
     Ok(())
+}
+
+/// One client's round trips to `url` (a GET), after a warm-up: their summary.
+async fn floor(client: &reqwest::Client, url: &str, requests: usize) -> anyhow::Result<Summary> {
+    let mut latencies = Vec::with_capacity(requests);
+    for i in 0..requests + 100 {
+        let t = Instant::now();
+        client
+            .get(url)
+            .send()
+            .await?
+            .error_for_status()?
+            .bytes()
+            .await?;
+        if i >= 100 {
+            latencies.push(t.elapsed());
+        }
+    }
+    Ok(Summary::of(&mut latencies))
 }
 
 /// The worker's request-duration histogram: (sum of seconds, count), from `/metrics`.
