@@ -146,8 +146,9 @@ impl Ensemble {
     /// when its choice differs; when none fits, the members stay, and their late answers
     /// count as SLO violations). An addition is on trial for one window: when, on that
     /// window's labelled items, the members' majority was right no more often than it
-    /// would have been without the addition, the addition is reverted and not tried again. (Comparing with the window before would confirm
-    /// almost any addition: that window was picked for falling short.)
+    /// would have been without the addition, the addition is reverted and not tried
+    /// again. (Comparing with the window before would confirm almost any addition: that
+    /// window was picked for falling short.)
     pub fn revisit(
         &mut self,
         models: &[Candidate],
