@@ -524,6 +524,11 @@ pub fn generate(
             section(&bound, &results, seed),
             schedule.name
         );
+        if crate::drift_rules::applies(&bound) {
+            s.push_str(&crate::drift_rules::section(&bound, &results, seed));
+            crate::drift_rules::plot(&plots_dir.join("drift_rules.png"), &bound, &results, seed)?;
+            s.push_str("![What Cocktail's tracking rules cost](plots/drift_rules.png)\n\n");
+        }
     }
     let _ = write!(
         s,

@@ -3,6 +3,7 @@
 
 pub mod autoscaling;
 pub mod drift_report;
+pub mod drift_rules;
 pub mod ensemble_gain;
 pub mod goals;
 pub mod hetero;

@@ -9,7 +9,7 @@ use cocktail_benches::sim::{self, Autoscaler, Failure, Scheme, SimConfig, World}
 use cocktail_benches::traces::{self, FileFormat};
 use cocktail_benches::workload::Mix;
 use cocktail_benches::workload::drift;
-use cocktail_benches::{drift_report, report};
+use cocktail_benches::{drift_report, drift_rules, report};
 use cocktail_common::Zoo;
 use cocktail_policy::predict::Statistical;
 use cocktail_policy::selection::Rule;
@@ -228,7 +228,10 @@ fn run_drift(zoo: &Zoo, name: &str, args: &SimArgs) -> anyhow::Result<()> {
     );
     let results = sim::drift::compare(&bound, args.trace.seed, Some(&bar));
     bar.finish_and_clear();
-    let table = drift_report::section(&bound, &results, args.trace.seed);
+    let mut table = drift_report::section(&bound, &results, args.trace.seed);
+    if drift_rules::applies(&bound) {
+        table.push_str(&drift_rules::section(&bound, &results, args.trace.seed));
+    }
     println!("{table}");
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;

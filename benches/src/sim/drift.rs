@@ -434,6 +434,28 @@ fn vote_right(world: &World, members: &[usize], item: usize, rule: Rule) -> bool
 /// Runs `scheme` on the schedule with `feedback`. Every scheme sees the same requests
 /// and the same labelled ones for the same seed.
 pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u64) -> DriftResult {
+    replay(dw, scheme, None, feedback, seed)
+}
+
+/// Runs Cocktail's tracking set by `config` instead of by its settings (what each of its
+/// rules costs: `drift_rules`).
+pub fn run_tracking(
+    dw: &DriftWorld<'_>,
+    config: TrackingConfig,
+    feedback: Feedback,
+    seed: u64,
+) -> DriftResult {
+    replay(dw, DriftScheme::Cocktail, Some(config), feedback, seed)
+}
+
+/// [`run`], with `tracking_config` in place of the tracking schemes' settings when given.
+fn replay(
+    dw: &DriftWorld<'_>,
+    scheme: DriftScheme,
+    tracking_config: Option<TrackingConfig>,
+    feedback: Feedback,
+    seed: u64,
+) -> DriftResult {
     let world: &World = &dw.world;
     let schedule = dw.drift.schedule;
     let models = &world.candidates;
@@ -470,10 +492,12 @@ pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u
     };
     let mut learner = match scheme {
         DriftScheme::Plain => tracking(TrackingConfig::plain()),
-        DriftScheme::Cocktail | DriftScheme::CocktailSoft => tracking(TrackingConfig {
-            rule,
-            ..TrackingConfig::cocktail()
-        }),
+        DriftScheme::Cocktail | DriftScheme::CocktailSoft => {
+            tracking(tracking_config.unwrap_or(TrackingConfig {
+                rule,
+                ..TrackingConfig::cocktail()
+            }))
+        }
         DriftScheme::CocktailO2 => adjusting(selection::Rule::Cocktail),
         DriftScheme::CocktailM => adjusting(selection::Rule::Measured),
         _ => None,
