@@ -6,6 +6,8 @@
 
 use std::fmt::Write as _;
 
+use anyhow::Context as _;
+
 use cocktail_policy::tracking::TrackingConfig;
 
 use crate::sim::drift::{self, DriftResult, DriftScheme, DriftWorld, Feedback};
@@ -27,7 +29,7 @@ fn variants(z: f64) -> [(&'static str, TrackingConfig); 4] {
         prefer_profile_z: None,
         ..no_shift
     };
-    // What is left is plain re-selection: it keeps every label and starts on one.
+    // Nothing else left: no forgetting, and no profile fallback below 30 labels.
     let plain = TrackingConfig {
         margin_z: z,
         ..TrackingConfig::plain()
@@ -147,8 +149,9 @@ pub fn section(dw: &DriftWorld<'_>, results: &[DriftResult], seed: u64) -> Strin
     s
 }
 
-/// The plot of the sweep with every label, at once (the lag goal's setting): accuracy met against inference, one
-/// line per set of rules over the margins, plain re-selection's inference marked.
+/// The plot of the sweep with every label, at once (the lag goal's setting): accuracy
+/// met against inference, one line per set of rules over the margins, plain
+/// re-selection's inference marked.
 pub fn plot(
     path: &std::path::Path,
     dw: &DriftWorld<'_>,
@@ -159,7 +162,8 @@ pub fn plot(
     let plain = results
         .iter()
         .find(|r| r.scheme == DriftScheme::Plain.name() && r.feedback == full)
-        .map_or(f64::NAN, |p| p.inference_us);
+        .map(|p| p.inference_us)
+        .context("no run of plain re-selection with every label to compare with")?;
     let series: Vec<(String, Vec<(f64, f64)>)> = variants(0.0)
         .iter()
         .enumerate()
