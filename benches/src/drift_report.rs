@@ -19,7 +19,7 @@ fn feedback_name(f: Feedback) -> String {
 
 /// A learning scheme's adaptation lags in selection intervals: (median, max) over the
 /// phase changes ([`DriftResult::lags`]).
-fn lags(scheme: DriftScheme, r: &DriftResult) -> Option<(f64, f64)> {
+pub(crate) fn lags(scheme: DriftScheme, r: &DriftResult) -> Option<(f64, f64)> {
     let interval = TrackingConfig::cocktail().interval as f64;
     let mut lags: Vec<f64> = r.lags.iter().map(|&l| l as f64 / interval).collect();
     let median = crate::stats::median(&mut lags);
@@ -28,7 +28,11 @@ fn lags(scheme: DriftScheme, r: &DriftResult) -> Option<(f64, f64)> {
 }
 
 /// The run of `scheme` with feedback `f` (the schemes that learn nothing ran once).
-fn find(results: &[DriftResult], scheme: DriftScheme, f: Feedback) -> Option<&DriftResult> {
+pub(crate) fn find(
+    results: &[DriftResult],
+    scheme: DriftScheme,
+    f: Feedback,
+) -> Option<&DriftResult> {
     results
         .iter()
         .find(|r| r.scheme == scheme.name() && (!scheme.learns() || r.feedback == f))
@@ -525,8 +529,9 @@ pub fn generate(
             schedule.name
         );
         if crate::drift_rules::applies(&bound) {
-            s.push_str(&crate::drift_rules::section(&bound, &results, seed));
-            crate::drift_rules::plot(&plots_dir.join("drift_rules.png"), &bound, &results, seed)?;
+            let sweep = crate::drift_rules::Sweep::run(&bound, seed);
+            s.push_str(&sweep.section(&results));
+            sweep.plot(&plots_dir.join("drift_rules.png"), &bound, &results)?;
             s.push_str("![What Cocktail's tracking rules cost](plots/drift_rules.png)\n\n");
         }
     }

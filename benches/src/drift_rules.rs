@@ -10,6 +10,7 @@ use anyhow::Context as _;
 
 use cocktail_policy::tracking::TrackingConfig;
 
+use crate::drift_report;
 use crate::sim::drift::{self, DriftResult, DriftScheme, DriftWorld, Feedback};
 
 /// The margins swept, in standard errors of the window: none, then up to Cocktail's.
@@ -56,140 +57,155 @@ fn settings() -> Vec<(f64, &'static str, TrackingConfig)> {
         .collect()
 }
 
-/// The table: for every setting and label setting, the accuracy met and the inference
-/// against plain re-selection's run in `results` at the same label setting, and which
-/// settings get more requests meeting the target at no more inference.
-pub fn section(dw: &DriftWorld<'_>, results: &[DriftResult], seed: u64) -> String {
-    let settings = settings();
-    let jobs: Vec<(usize, Feedback)> = (0..settings.len())
-        .flat_map(|k| drift::FEEDBACK.iter().map(move |&f| (k, f)))
-        .collect();
-    // About a second in all: no progress bar of its own.
-    let runs = crate::parallel::map_counted(&jobs, None, |&(k, f)| {
-        let config = settings.get(k).map(|s| s.2);
-        config.map(|c| drift::run_tracking(dw, c, f, seed))
-    });
-    let plain: Vec<Option<&DriftResult>> = drift::FEEDBACK
-        .iter()
-        .map(|&f| {
-            results
-                .iter()
-                .find(|r| r.scheme == DriftScheme::Plain.name() && r.feedback == f)
-        })
-        .collect();
-    let label = |f: Feedback| format!("{} % after {} s", f.fraction * 100.0, f.delay_s);
-    let mut s = format!(
-        "#### What Cocktail (tracking)'s rules cost against plain re-selection\n\n\
-         Cocktail's tracking replayed with its margin swept and its other rules taken away, at every \
-         label setting (`benches/src/drift_rules.rs`). Each cell: accuracy met, its points over plain re-selection, and its inference per \
-         request against plain re-selection's (shadow calls apart; they are the same for both), and its \
-         longest adaptation lag in intervals (plain re-selection's are in the tables above). The row \
-         at margin {} with every rule is Cocktail (tracking) above. The sweep explains the goal; it \
-         changed none of Cocktail's settings.\n\n| margin (standard errors) | rules | {} |\n|---:|---|{}\n| - | plain re-selection | {} |\n",
-        TrackingConfig::cocktail().margin_z,
-        drift::FEEDBACK.map(label).join(" | "),
-        "---:|".repeat(drift::FEEDBACK.len()),
-        plain
-            .iter()
-            .map(|p| p.map_or("-".into(), |p| format!(
-                "{:.1} % at {:.0} µs",
-                p.accuracy_met * 100.0,
-                p.inference_us
-            )))
-            .collect::<Vec<_>>()
-            .join(" | "),
-    );
-    let interval = TrackingConfig::cocktail().interval as f64;
-    // (setting, label setting) pairs that get more at no more inference.
-    let mut dominating = Vec::new();
-    for (k, (z, rules, _)) in settings.iter().enumerate() {
-        let cells: Vec<String> = drift::FEEDBACK
-            .iter()
-            .enumerate()
-            .map(|(j, &f)| {
-                let run = runs
-                    .get(k * drift::FEEDBACK.len() + j)
-                    .and_then(Option::as_ref);
-                let (Some(run), Some(Some(p))) = (run, plain.get(j)) else {
-                    return "-".into();
-                };
-                let points = (run.accuracy_met - p.accuracy_met) * 100.0;
-                let ratio = run.inference_us / p.inference_us.max(f64::MIN_POSITIVE);
-                // Rounded as shown, so a cell that reads +0.0 is not counted as more.
-                let more = (points * 10.0).round() > 0.0 && ratio <= 1.0;
-                if more {
-                    dominating.push(format!("margin {z}, {rules}, {}", label(f)));
-                }
-                let lag = run.lags.iter().max().copied().unwrap_or(0) as f64 / interval;
-                format!(
-                    "{}{:.1} % ({points:+.1}) {ratio:.2}x{}, lag {lag:.0}",
-                    if more { "**" } else { "" },
-                    run.accuracy_met * 100.0,
-                    if more { "**" } else { "" },
-                )
-            })
-            .collect();
-        let _ = writeln!(s, "| {z} | {rules} | {} |", cells.join(" | "));
-    }
-    let _ = writeln!(
-        s,
-        "\n{}\n",
-        if dominating.is_empty() {
-            "No setting gets more requests meeting the target than plain re-selection at no more \
-             inference, at any label setting."
-                .to_owned()
-        } else {
-            format!(
-                "Settings that get more requests meeting the target than plain re-selection at no \
-                 more inference (in bold): {}.",
-                dominating.join("; ")
-            )
-        }
-    );
-    s
+/// The sweep's runs: per setting (margin, rules), one per label setting of
+/// [`drift::FEEDBACK`], in its order. The table and the plot both read them.
+#[derive(Debug)]
+pub struct Sweep {
+    rows: Vec<(f64, &'static str, Vec<DriftResult>)>,
 }
 
-/// The plot of the sweep with every label, at once (the lag goal's setting): accuracy
-/// met against inference, one line per set of rules over the margins, plain
-/// re-selection's inference marked.
-pub fn plot(
-    path: &std::path::Path,
-    dw: &DriftWorld<'_>,
-    results: &[DriftResult],
-    seed: u64,
-) -> anyhow::Result<()> {
-    let full = drift::FEEDBACK[0];
-    let plain = results
-        .iter()
-        .find(|r| r.scheme == DriftScheme::Plain.name() && r.feedback == full)
-        .map(|p| p.inference_us)
-        .context("no run of plain re-selection with every label to compare with")?;
-    let series: Vec<(String, Vec<(f64, f64)>)> = variants(0.0)
-        .iter()
-        .enumerate()
-        .map(|(k, (rules, _))| {
-            let points = crate::parallel::map_counted(&MARGINS, None, |&z| {
-                let run = drift::run_tracking(dw, variants(z)[k].1, full, seed);
-                (run.inference_us / plain, run.accuracy_met * 100.0)
-            });
-            ((*rules).to_owned(), points)
+impl Sweep {
+    /// Runs every setting at every label setting (about a second in all: no progress bar
+    /// of its own).
+    pub fn run(dw: &DriftWorld<'_>, seed: u64) -> Self {
+        let settings = settings();
+        let jobs: Vec<(TrackingConfig, Feedback)> = settings
+            .iter()
+            .flat_map(|&(_, _, config)| drift::FEEDBACK.iter().map(move |&f| (config, f)))
+            .collect();
+        let mut runs = crate::parallel::map_counted(&jobs, None, |&(config, f)| {
+            drift::run_tracking(dw, config, f, seed)
         })
-        .collect();
-    crate::plots::lines(
-        path,
-        &format!(
-            "{}, {} % of labels after {} s: margins {} to {} (vertical: plain re-selection)",
-            dw.drift.schedule.name,
-            full.fraction * 100.0,
-            full.delay_s,
-            MARGINS[0],
-            MARGINS[MARGINS.len() - 1]
-        ),
-        "inference per request against plain re-selection's",
-        "accuracy met (%)",
-        &series,
-        Some(1.0),
-    )
+        .into_iter();
+        let rows = settings
+            .into_iter()
+            .map(|(z, rules, _)| {
+                let runs = runs.by_ref().take(drift::FEEDBACK.len()).collect();
+                (z, rules, runs)
+            })
+            .collect();
+        Self { rows }
+    }
+
+    /// The table: for every setting and label setting, the accuracy met and the inference
+    /// against plain re-selection's run in `results` at the same label setting, and which
+    /// settings get more requests meeting the target at no more inference.
+    pub fn section(&self, results: &[DriftResult]) -> String {
+        let plain: Vec<Option<&DriftResult>> = drift::FEEDBACK
+            .iter()
+            .map(|&f| drift_report::find(results, DriftScheme::Plain, f))
+            .collect();
+        let label = |f: Feedback| format!("{} % after {} s", f.fraction * 100.0, f.delay_s);
+        let mut s = format!(
+            "#### What Cocktail (tracking)'s rules cost against plain re-selection\n\n\
+             Cocktail's tracking replayed with its margin swept and its other rules taken away, at every \
+             label setting (`benches/src/drift_rules.rs`). Each cell: accuracy met, its points over plain re-selection, and its inference per \
+             request against plain re-selection's (shadow calls apart; they are the same for both), and its \
+             longest adaptation lag in intervals (plain re-selection's are in the tables above). The row \
+             at margin {} with every rule is Cocktail (tracking) above. The sweep explains the goal; it \
+             changed none of Cocktail's settings.\n\n| margin (standard errors) | rules | {} |\n|---:|---|{}\n| - | plain re-selection | {} |\n",
+            TrackingConfig::cocktail().margin_z,
+            drift::FEEDBACK.map(label).join(" | "),
+            "---:|".repeat(drift::FEEDBACK.len()),
+            plain
+                .iter()
+                .map(|p| p.map_or("-".into(), |p| format!(
+                    "{:.1} % at {:.0} µs",
+                    p.accuracy_met * 100.0,
+                    p.inference_us
+                )))
+                .collect::<Vec<_>>()
+                .join(" | "),
+        );
+        // (setting, label setting) pairs that get more at no more inference.
+        let mut dominating = Vec::new();
+        for (z, rules, runs) in &self.rows {
+            let cells: Vec<String> = runs
+                .iter()
+                .zip(&plain)
+                .map(|(run, p)| {
+                    let Some(p) = p else {
+                        return "-".into();
+                    };
+                    let points = (run.accuracy_met - p.accuracy_met) * 100.0;
+                    let ratio = run.inference_us / p.inference_us.max(f64::MIN_POSITIVE);
+                    // Rounded as shown, so a cell that reads +0.0 is not counted as more.
+                    let more = (points * 10.0).round() > 0.0 && ratio <= 1.0;
+                    if more {
+                        dominating.push(format!("margin {z}, {rules}, {}", label(run.feedback)));
+                    }
+                    let lag = drift_report::lags(DriftScheme::Cocktail, run)
+                        .map_or("-".into(), |(_, max)| format!("{max:.0}"));
+                    format!(
+                        "{}{:.1} % ({points:+.1}) {ratio:.2}x{}, lag {lag}",
+                        if more { "**" } else { "" },
+                        run.accuracy_met * 100.0,
+                        if more { "**" } else { "" },
+                    )
+                })
+                .collect();
+            let _ = writeln!(s, "| {z} | {rules} | {} |", cells.join(" | "));
+        }
+        let _ = writeln!(
+            s,
+            "\n{}\n",
+            if dominating.is_empty() {
+                "No setting gets more requests meeting the target than plain re-selection at no more \
+                 inference, at any label setting."
+                    .to_owned()
+            } else {
+                format!(
+                    "Settings that get more requests meeting the target than plain re-selection at no \
+                     more inference (in bold): {}.",
+                    dominating.join("; ")
+                )
+            }
+        );
+        s
+    }
+
+    /// The plot of the sweep with every label, at once (the lag goal's setting): accuracy
+    /// met against inference, one line per set of rules over the margins, plain
+    /// re-selection's inference marked.
+    pub fn plot(
+        &self,
+        path: &std::path::Path,
+        dw: &DriftWorld<'_>,
+        results: &[DriftResult],
+    ) -> anyhow::Result<()> {
+        let full = drift::FEEDBACK[0];
+        let plain = drift_report::find(results, DriftScheme::Plain, full)
+            .map(|p| p.inference_us)
+            .context("no run of plain re-selection with every label to compare with")?;
+        let series: Vec<(String, Vec<(f64, f64)>)> = variants(0.0)
+            .iter()
+            .map(|&(rules, _)| {
+                let points = self
+                    .rows
+                    .iter()
+                    .filter(|row| row.1 == rules)
+                    .filter_map(|row| row.2.first())
+                    .map(|run| (run.inference_us / plain, run.accuracy_met * 100.0))
+                    .collect();
+                (rules.to_owned(), points)
+            })
+            .collect();
+        crate::plots::lines(
+            path,
+            &format!(
+                "{}, {} % of labels after {} s: margins {} to {} (vertical: plain re-selection)",
+                dw.drift.schedule.name,
+                full.fraction * 100.0,
+                full.delay_s,
+                MARGINS[0],
+                MARGINS[MARGINS.len() - 1]
+            ),
+            "inference per request against plain re-selection's",
+            "accuracy met (%)",
+            &series,
+            Some(1.0),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -245,7 +261,7 @@ mod tests {
             .iter()
             .map(|&f| drift::run(&dw, DriftScheme::Plain, f, 3))
             .collect();
-        let table = section(&dw, &results, 3);
+        let table = Sweep::run(&dw, 3).section(&results);
         let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| ")).collect();
         // The header, plain re-selection, and each setting.
         assert_eq!(rows.len(), 2 + settings().len(), "{table}");

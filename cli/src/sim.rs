@@ -230,7 +230,7 @@ fn run_drift(zoo: &Zoo, name: &str, args: &SimArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let mut table = drift_report::section(&bound, &results, args.trace.seed);
     if drift_rules::applies(&bound) {
-        table.push_str(&drift_rules::section(&bound, &results, args.trace.seed));
+        table.push_str(&drift_rules::Sweep::run(&bound, args.trace.seed).section(&results));
     }
     println!("{table}");
     if let Some(out) = &args.out {
