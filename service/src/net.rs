@@ -19,7 +19,9 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 mod clients;
+mod cluster;
 pub use clients::ThreadClients;
+pub use cluster::{CallError, ClusterClient, Reply};
 
 /// Transport and hardening flags of a server.
 #[derive(Debug, Clone, clap::Args)]
@@ -249,28 +251,35 @@ pub fn client(
     cas: &[CertificateDer<'static>],
     secret: Option<&Secret>,
 ) -> Result<reqwest::ClientBuilder, NetError> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(secret) = secret {
+        headers.insert(reqwest::header::AUTHORIZATION, authorization(secret)?);
+    }
+    Ok(reqwest::Client::builder()
+        .tls_backend_preconfigured(tls_client_config(cas)?)
+        .default_headers(headers))
+}
+
+/// The TLS settings of a client that trusts `cas` alone.
+fn tls_client_config(cas: &[CertificateDer<'static>]) -> Result<rustls::ClientConfig, NetError> {
     let mut roots = rustls::RootCertStore::empty();
     for ca in cas {
         roots.add(ca.clone())?;
     }
-    let tls = rustls::ClientConfig::builder_with_provider(provider())
+    Ok(rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots)
-        .with_no_client_auth();
-    let mut headers = reqwest::header::HeaderMap::new();
-    if let Some(secret) = secret {
-        let mut value = reqwest::header::HeaderValue::from_str(&secret.bearer()).map_err(|_| {
-            NetError::Flag {
-                flag: "cluster-secret-file",
-                message: "holds characters a header cannot carry".into(),
-            }
-        })?;
-        value.set_sensitive(true);
-        headers.insert(reqwest::header::AUTHORIZATION, value);
-    }
-    Ok(reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .default_headers(headers))
+        .with_no_client_auth())
+}
+
+/// The `Authorization` header that presents `secret`, marked sensitive (never logged).
+fn authorization(secret: &Secret) -> Result<http::HeaderValue, NetError> {
+    let mut value = http::HeaderValue::from_str(&secret.bearer()).map_err(|_| NetError::Flag {
+        flag: "cluster-secret-file",
+        message: "holds characters a header cannot carry".into(),
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
 }
 
 /// Whether a request presents `secret` as its bearer token.

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use cocktail_common::oip::tensor::{self, WireError};
 use cocktail_common::oip::{ErrorBody, binary};
+use cocktail_service::net::{ClusterClient, Reply};
 
 use parking_lot::Mutex;
 
@@ -113,7 +114,7 @@ const HUNG_AFTER: Duration = Duration::from_secs(1);
 /// One request's member calls: what each sends, to which task's models, and until when.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
-    pub client: &'a reqwest::Client,
+    pub client: &'a ClusterClient,
     pub registry: &'a Registry,
     pub task: &'a TaskTable,
     pub body: &'a MemberBody,
@@ -217,24 +218,17 @@ impl Call<'_> {
     }
 }
 
-async fn read(
-    response: reqwest::Response,
-    items: usize,
-    classes: usize,
-) -> Result<MemberAnswer, MemberError> {
-    let status = response.status();
-    let header = response
-        .headers()
+/// The member's answer in a worker's reply, or why there is none.
+fn read(reply: Reply, items: usize, classes: usize) -> Result<MemberAnswer, MemberError> {
+    let Reply {
+        status,
+        headers,
+        body: bytes,
+    } = reply;
+    let header = headers
         .get(binary::HEADER_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    let bytes = response.bytes().await.map_err(|e| {
-        if e.is_timeout() {
-            MemberError::Deadline
-        } else {
-            MemberError::Failed(format!("reading the answer: {e}"))
-        }
-    })?;
     if !status.is_success() {
         let body: Option<ErrorBody> = serde_json::from_slice(&bytes).ok();
         let (error_type, message) = body.map_or_else(

@@ -104,8 +104,7 @@ impl Registry {
     pub fn register(&self, registration: &Registration) -> Result<(), MasterError> {
         let url = registration.url.trim_end_matches('/').to_owned();
         let infer = format!("{url}/v2/models/{}/infer", registration.model);
-        let infer_url = reqwest::Url::parse(&infer)
-            .map_err(|e| MasterError::invalid("url", format!("`{infer}`: {e}")))?;
+        let infer_url = callable(&infer)?;
         self.remove(&registration.id);
         let pool = {
             let mut pools = self.pools.write();
@@ -277,4 +276,20 @@ impl Registry {
         self.pool(model)
             .is_some_and(|p| p.instances().iter().any(|i| i.slots().available))
     }
+}
+
+/// `url` as a URI a member call can go to: absolute, `http` or `https`. 422 naming `url`
+/// otherwise.
+fn callable(url: &str) -> Result<http::Uri, MasterError> {
+    let refused = |why: String| MasterError::invalid("url", format!("`{url}`: {why}"));
+    let parsed = reqwest::Url::parse(url).map_err(|e| refused(e.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") || !parsed.has_host() {
+        return Err(refused(
+            "must be an http:// or https:// URL with a host".into(),
+        ));
+    }
+    parsed
+        .as_str()
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| refused(e.to_string()))
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use cocktail_common::Zoo;
 use cocktail_common::catalog::Catalog;
 use cocktail_common::latency::BatchLatency;
-use cocktail_service::net::ThreadClients;
+use cocktail_service::net::{ClusterClient, ThreadClients};
 
 use crate::config::MasterConfig;
 use crate::error::{MasterError, MemberFailure};
@@ -56,6 +56,10 @@ struct Resolved {
     deadline: Instant,
 }
 
+/// Idle connections a thread's client keeps to each worker: one per concurrent call it
+/// may have to make again.
+const MEMBER_IDLE_CONNECTIONS: usize = 64;
+
 /// How often a constraint's selection is compared with the shared cache.
 const SYNC_PERIOD: Duration = Duration::from_secs(1);
 
@@ -82,8 +86,8 @@ pub struct Master {
     pub usage: Usage,
     /// What each constraint's requests met, and O2's decisions (the dashboard's figures).
     pub traffic: Traffic,
-    /// The HTTP client of the calling thread ([`ThreadClients`]).
-    clients: ThreadClients,
+    /// The member calls' HTTP client of the calling thread ([`ThreadClients`]).
+    clients: ThreadClients<ClusterClient>,
     requests: AtomicU64,
     unlabelled: AtomicU64,
     /// Counts the requests `--shadow-every` picks from.
@@ -121,15 +125,7 @@ impl Master {
             .transpose()?;
         let (roots, secret) = (config.tls_roots.clone(), config.cluster_secret.clone());
         let clients = ThreadClients::new(move || {
-            Ok(cocktail_service::net::client(&roots, secret.as_ref())?
-                .pool_max_idle_per_host(64)
-                .tcp_nodelay(true)
-                // Workers answer where they are asked: no redirect to follow (and no URL
-                // to parse for one on every call), and no proxy of the operator's
-                // environment between the master and its cluster.
-                .redirect(reqwest::redirect::Policy::none())
-                .no_proxy()
-                .build()?)
+            ClusterClient::new(&roots, secret.as_ref(), MEMBER_IDLE_CONNECTIONS)
         })
         .map_err(|e| MasterError::Internal(format!("HTTP client: {e}")))?;
         let epoch = std::time::SystemTime::now()
@@ -175,15 +171,17 @@ impl Master {
                 return;
             }
         };
-        let url = format!("{url}/v2/health/ready");
+        let ready = match format!("{url}/v2/health/ready").parse::<http::Uri>() {
+            Ok(ready) => ready,
+            Err(error) => {
+                tracing::warn!(%error, model, url, "cannot probe a new instance");
+                return;
+            }
+        };
         tokio::spawn(async move {
             let started = Instant::now();
-            let answered = client
-                .get(&url)
-                .timeout(Duration::from_secs(2))
-                .send()
-                .await;
-            if answered.is_ok_and(|r| r.status().is_success()) {
+            let answered = client.get(&ready, Duration::from_secs(2)).await;
+            if answered.is_ok_and(|r| r.status.is_success()) {
                 pool.observe_probe(started.elapsed());
             }
         });
@@ -558,7 +556,7 @@ impl Master {
     #[tracing::instrument(skip_all, fields(members = resolved.members.len()))]
     async fn dispatch(
         &self,
-        client: &reqwest::Client,
+        client: &ClusterClient,
         resolved: &Resolved,
         request: &ValidRequest,
     ) -> Vec<Slot> {

@@ -6,26 +6,35 @@
 //! the request and its answer then each wake that other thread (an eventfd write and an
 //! epoll wake-up; 8 % of the master's CPU under `master-bench`'s 3-model ensemble at 8
 //! clients). With a client per thread, each connection is driven by the thread that
-//! uses it. reqwest has no such option, hence this small cache.
+//! uses it. Neither reqwest nor hyper-util has such an option, hence this small cache.
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::NetError;
 
-type Build = dyn Fn() -> Result<reqwest::Client, NetError> + Send + Sync;
+type Build<C> = dyn Fn() -> Result<C, NetError> + Send + Sync;
 
 /// Builds the same client once per thread that asks for one ([`ThreadClients::get`]).
-#[derive(Clone)]
-pub struct ThreadClients {
+pub struct ThreadClients<C> {
     /// Tells this set's clients from another's in a thread's cache (tests run several
     /// masters in one process).
     id: u64,
-    build: Arc<Build>,
+    build: Arc<Build<C>>,
 }
 
-impl std::fmt::Debug for ThreadClients {
+impl<C> Clone for ThreadClients<C> {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id,
+            build: Arc::clone(&self.build),
+        }
+    }
+}
+
+impl<C> std::fmt::Debug for ThreadClients<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ThreadClients")
             .field("id", &self.id)
@@ -36,14 +45,15 @@ impl std::fmt::Debug for ThreadClients {
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// The clients this thread built, by [`ThreadClients::id`]: a handful per process.
-    static CLIENTS: RefCell<Vec<(u64, reqwest::Client)>> = const { RefCell::new(Vec::new()) };
+    /// The clients this thread built, by [`ThreadClients::id`]: a handful per process,
+    /// of whatever client type each set builds.
+    static CLIENTS: RefCell<Vec<(u64, Box<dyn Any>)>> = const { RefCell::new(Vec::new()) };
 }
 
-impl ThreadClients {
+impl<C: Clone + 'static> ThreadClients<C> {
     /// Checks `build` once, so that a bad setting fails at start, not at the first call.
     pub fn new(
-        build: impl Fn() -> Result<reqwest::Client, NetError> + Send + Sync + 'static,
+        build: impl Fn() -> Result<C, NetError> + Send + Sync + 'static,
     ) -> Result<Self, NetError> {
         let clients = Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -54,14 +64,19 @@ impl ThreadClients {
     }
 
     /// This thread's client.
-    pub fn get(&self) -> Result<reqwest::Client, NetError> {
+    pub fn get(&self) -> Result<C, NetError> {
         CLIENTS.with(|clients| {
             let mut clients = clients.borrow_mut();
-            if let Some((_, client)) = clients.iter().find(|(id, _)| *id == self.id) {
+            // An id is only ever stored with its set's type, so the downcast holds.
+            if let Some(client) = clients
+                .iter()
+                .find(|(id, _)| *id == self.id)
+                .and_then(|(_, client)| client.downcast_ref::<C>())
+            {
                 return Ok(client.clone());
             }
             let client = (self.build)()?;
-            clients.push((self.id, client.clone()));
+            clients.push((self.id, Box::new(client.clone())));
             Ok(client)
         })
     }
@@ -98,7 +113,7 @@ mod tests {
 
     #[test]
     fn a_setting_that_cannot_build_fails_at_construction() {
-        let failed = ThreadClients::new(|| {
+        let failed = ThreadClients::<reqwest::Client>::new(|| {
             Err(NetError::Flag {
                 flag: "tls-ca",
                 message: "holds no certificate".into(),

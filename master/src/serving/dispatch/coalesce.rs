@@ -26,7 +26,9 @@ use bytes::BytesMut;
 use cocktail_common::oip::RequestInput;
 use cocktail_common::oip::binary;
 use cocktail_common::oip::limits::MAX_ITEMS;
-use cocktail_service::net::error_chain;
+use cocktail_service::net::{CallError, ClusterClient};
+use http::header::CONTENT_TYPE;
+use http::{HeaderName, HeaderValue};
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
@@ -41,7 +43,7 @@ pub type Done = (Lease, Result<MemberAnswer, MemberError>);
 /// How calls go out: the sending thread's client, the task's class count and the linger.
 #[derive(Debug, Clone)]
 pub struct Out {
-    pub client: reqwest::Client,
+    pub client: ClusterClient,
     pub classes: usize,
     pub linger: Duration,
 }
@@ -246,27 +248,33 @@ async fn post(
     items: usize,
     timeout: Duration,
 ) -> (Reached, Result<MemberAnswer, MemberError>) {
-    let mut call = out
-        .client
-        .post(instance.infer_url.clone())
-        .body(body)
-        .timeout(timeout);
-    call = match header {
-        Some(length) => call
-            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .header(binary::HEADER_LENGTH, length),
-        None => call.header(reqwest::header::CONTENT_TYPE, "application/json"),
+    let headers = match header {
+        Some(length) => vec![
+            (
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            ),
+            (
+                HeaderName::from_static(binary::HEADER_LENGTH),
+                HeaderValue::from(length),
+            ),
+        ],
+        None => vec![(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
     };
-    match call.send().await {
-        Ok(response) => (Reached::Answered, read(response, items, out.classes).await),
-        Err(e) if e.is_timeout() => (Reached::Unanswered, Err(MemberError::Deadline)),
+    match out
+        .client
+        .post(&instance.infer_url, headers, body, timeout)
+        .await
+    {
+        Ok(reply) => (Reached::Answered, read(reply, items, out.classes)),
+        Err(CallError::Timeout(_)) => (Reached::Unanswered, Err(MemberError::Deadline)),
         Err(e) => {
-            let reached = if e.is_connect() {
+            let reached = if matches!(e, CallError::Connect(_)) {
                 Reached::Refused
             } else {
                 Reached::Unanswered
             };
-            let error = format!("{}: {}", instance.id, error_chain(&e));
+            let error = format!("{}: {e}", instance.id);
             (reached, Err(MemberError::Failed(error)))
         }
     }

@@ -15,7 +15,7 @@ pub struct Instance {
     pub url: String,
     /// `{url}/v2/models/{model}/infer`, parsed once at registration rather than by
     /// every member call.
-    pub infer_url: reqwest::Url,
+    pub infer_url: http::Uri,
     /// The calls it takes at once: its registered packing factor, or more for a quick
     /// model when the registry counts the hop ([`cocktail_common::latency::HopSlots`]).
     pub packing_factor: u32,

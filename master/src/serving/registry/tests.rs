@@ -246,14 +246,16 @@ async fn mixed_pools_match_batches_to_the_type_that_meets_the_deadline() {
 fn a_url_that_cannot_be_called_is_refused_naming_the_field() {
     let registry = Registry::default();
     let mut bad = registration("a", 1);
-    bad.url = "not a url".into();
-    let error = registry.register(&bad).unwrap_err().to_string();
-    assert!(error.contains("`url`"), "{error}");
+    for url in ["not a url", "ftp://a", "unix:/run/worker.sock"] {
+        bad.url = url.into();
+        let error = registry.register(&bad).unwrap_err().to_string();
+        assert!(error.contains("`url`") && error.contains(url), "{error}");
+    }
     assert!(registry.pool("m").is_none());
     registry.register(&registration("a", 1)).unwrap();
     let pool = registry.pool("m").unwrap();
     let instance = &pool.instances()[0];
-    assert_eq!(instance.infer_url.as_str(), "http://a/v2/models/m/infer");
+    assert_eq!(instance.infer_url.to_string(), "http://a/v2/models/m/infer");
 }
 
 /// With the hop counted, an instance of a quick model takes as many calls at once as fit
