@@ -87,7 +87,7 @@ pub struct Master {
     /// What each constraint's requests met, and O2's decisions (the dashboard's figures).
     pub traffic: Traffic,
     /// The member calls' HTTP client of the calling thread ([`ThreadClients`]).
-    clients: ThreadClients<ClusterClient>,
+    clients: ThreadClients,
     requests: AtomicU64,
     unlabelled: AtomicU64,
     /// Counts the requests `--shadow-every` picks from.

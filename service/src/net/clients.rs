@@ -8,33 +8,24 @@
 //! clients). With a client per thread, each connection is driven by the thread that
 //! uses it. Neither reqwest nor hyper-util has such an option, hence this small cache.
 
-use std::any::Any;
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::NetError;
+use super::{ClusterClient, NetError};
 
-type Build<C> = dyn Fn() -> Result<C, NetError> + Send + Sync;
+type Build = dyn Fn() -> Result<ClusterClient, NetError> + Send + Sync;
 
 /// Builds the same client once per thread that asks for one ([`ThreadClients::get`]).
-pub struct ThreadClients<C> {
+#[derive(Clone)]
+pub struct ThreadClients {
     /// Tells this set's clients from another's in a thread's cache (tests run several
     /// masters in one process).
     id: u64,
-    build: Arc<Build<C>>,
+    build: Arc<Build>,
 }
 
-impl<C> Clone for ThreadClients<C> {
-    fn clone(&self) -> Self {
-        Self {
-            id: self.id,
-            build: Arc::clone(&self.build),
-        }
-    }
-}
-
-impl<C> std::fmt::Debug for ThreadClients<C> {
+impl std::fmt::Debug for ThreadClients {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ThreadClients")
             .field("id", &self.id)
@@ -45,15 +36,14 @@ impl<C> std::fmt::Debug for ThreadClients<C> {
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// The clients this thread built, by [`ThreadClients::id`]: a handful per process,
-    /// of whatever client type each set builds.
-    static CLIENTS: RefCell<Vec<(u64, Box<dyn Any>)>> = const { RefCell::new(Vec::new()) };
+    /// The clients this thread built, by [`ThreadClients::id`]: a handful per process.
+    static CLIENTS: RefCell<Vec<(u64, ClusterClient)>> = const { RefCell::new(Vec::new()) };
 }
 
-impl<C: Clone + 'static> ThreadClients<C> {
+impl ThreadClients {
     /// Checks `build` once, so that a bad setting fails at start, not at the first call.
     pub fn new(
-        build: impl Fn() -> Result<C, NetError> + Send + Sync + 'static,
+        build: impl Fn() -> Result<ClusterClient, NetError> + Send + Sync + 'static,
     ) -> Result<Self, NetError> {
         let clients = Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -64,19 +54,14 @@ impl<C: Clone + 'static> ThreadClients<C> {
     }
 
     /// This thread's client.
-    pub fn get(&self) -> Result<C, NetError> {
+    pub fn get(&self) -> Result<ClusterClient, NetError> {
         CLIENTS.with(|clients| {
             let mut clients = clients.borrow_mut();
-            // An id is only ever stored with its set's type, so the downcast holds.
-            if let Some(client) = clients
-                .iter()
-                .find(|(id, _)| *id == self.id)
-                .and_then(|(_, client)| client.downcast_ref::<C>())
-            {
+            if let Some((_, client)) = clients.iter().find(|(id, _)| *id == self.id) {
                 return Ok(client.clone());
             }
             let client = (self.build)()?;
-            clients.push((self.id, Box::new(client.clone())));
+            clients.push((self.id, client.clone()));
             Ok(client)
         })
     }
@@ -92,7 +77,7 @@ mod tests {
         let counter = Arc::clone(&built);
         let clients = ThreadClients::new(move || {
             counter.fetch_add(1, Ordering::Relaxed);
-            Ok(reqwest::Client::new())
+            ClusterClient::new(&[], None, 1)
         })
         .unwrap();
         assert_eq!(built.load(Ordering::Relaxed), 1, "checked at construction");
@@ -113,7 +98,7 @@ mod tests {
 
     #[test]
     fn a_setting_that_cannot_build_fails_at_construction() {
-        let failed = ThreadClients::<reqwest::Client>::new(|| {
+        let failed = ThreadClients::new(|| {
             Err(NetError::Flag {
                 flag: "tls-ca",
                 message: "holds no certificate".into(),

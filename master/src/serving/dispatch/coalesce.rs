@@ -248,19 +248,18 @@ async fn post(
     items: usize,
     timeout: Duration,
 ) -> (Reached, Result<MemberAnswer, MemberError>) {
-    let headers = match header {
-        Some(length) => vec![
-            (
-                CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            ),
+    let content_type = match header {
+        Some(_) => "application/octet-stream",
+        None => "application/json",
+    };
+    let headers = std::iter::once((CONTENT_TYPE, HeaderValue::from_static(content_type))).chain(
+        header.map(|length| {
             (
                 HeaderName::from_static(binary::HEADER_LENGTH),
                 HeaderValue::from(length),
-            ),
-        ],
-        None => vec![(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-    };
+            )
+        }),
+    );
     match out
         .client
         .post(&instance.infer_url, headers, body, timeout)
