@@ -13,7 +13,8 @@ use cocktail_worker::server::{Worker, WorkerConfig};
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc's malloc, as in the master (docs/design.md, "What a member
-/// call costs"): the worker's own CPU outside inference, per request, fell 3-12 % with it.
+/// call costs"): the worker's own CPU outside inference, per request, fell 3-12 % with it,
+/// for about 20 MiB more memory (PSS at 8 clients: 42-46 MiB against 23-25).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
