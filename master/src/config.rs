@@ -24,12 +24,16 @@ pub enum Interval {
     Requests(u64),
 }
 
-impl Interval {
-    pub fn describe(&self) -> serde_json::Value {
+/// As every answer reports it: `{"seconds": s}` or `{"requests": n}`.
+impl serde::Serialize for Interval {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(Some(1))?;
         match self {
-            Self::Every(d) => serde_json::json!({ "seconds": d.as_secs_f64() }),
-            Self::Requests(n) => serde_json::json!({ "requests": n }),
+            Self::Every(d) => map.serialize_entry("seconds", &d.as_secs_f64())?,
+            Self::Requests(n) => map.serialize_entry("requests", n)?,
         }
+        map.end()
     }
 }
 

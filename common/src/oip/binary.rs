@@ -96,6 +96,18 @@ pub fn encode_response(mut response: InferResponse) -> Result<(Bytes, Option<usi
     encode(&response, chunks)
 }
 
+/// A response's body and, when some output is raw, the JSON header's length, for a
+/// response of the caller's own type: `message` makes it from the outputs, their raw
+/// data detached (the master serialises its answers borrowed, without an
+/// [`InferResponse`] of copies).
+pub fn encode_response_with<M: Serialize>(
+    mut outputs: Vec<ResponseOutput>,
+    message: impl FnOnce(Vec<ResponseOutput>) -> M,
+) -> Result<(Bytes, Option<usize>), WireError> {
+    let chunks = detach(&mut outputs);
+    encode(&message(outputs), chunks)
+}
+
 /// Whether a request asks for `output` in binary form.
 pub fn wants_binary(request: &InferRequest, output: &str) -> bool {
     let flag = |p: &Option<Map<String, Value>>, key: &str| {

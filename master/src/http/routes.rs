@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::auth::{Admin, Client, Cluster, MetricsReader};
 use super::classify::{classify_request, read_limited};
 use super::dashboard;
-use super::present::{self, oip_response, provenance};
+use super::present::{self, provenance};
 use super::views::{
     Classified, ClassifyForm, ClassifyRequest, DecisionList, EnsembleList, EnsembleView, Feedback,
     FeedbackApplied, InstanceList, ItemVote, Limit, MAX_MIX_COUNT, MembersFailed, MixChanged,
@@ -291,7 +291,7 @@ pub async fn infer(
     let mut request = request::parse_infer(&table, body, header, state.master.config.member_wire)?;
     let form = std::mem::take(&mut request.form);
     let answer = state.master.infer(&task, request).await?;
-    let (body, header) = binary::encode_response(oip_response(&answer, &form)?)?;
+    let (body, header) = present::oip_body(&answer, &form)?;
     Ok(timed(started, &answer, header).body(body))
 }
 
@@ -351,19 +351,21 @@ pub async fn classify(
 }
 
 /// The one-item answer of `/v1/classify`, without per-item arrays.
-fn classified(answer: &Answer) -> Classified {
-    let first = |v: &Vec<String>| v.first().cloned().unwrap_or_default();
+fn classified(answer: &Answer) -> Classified<'_> {
+    fn first(v: &[String]) -> &str {
+        v.first().map_or("", String::as_str)
+    }
     Classified {
-        id: answer.id.clone(),
-        task: answer.task.clone(),
+        id: &answer.id,
+        task: &answer.task,
         class: answer.class.first().copied().unwrap_or_default(),
         label: first(&answer.label),
-        scores: answer.scores.first().cloned().unwrap_or_default(),
+        scores: answer.scores.first().map_or(&[], Vec::as_slice),
         votes: answer
             .votes
             .iter()
             .map(|v| ItemVote {
-                model: v.model.clone(),
+                model: &v.model,
                 class: v.class.first().copied().unwrap_or_default(),
                 label: first(&v.label),
                 weight: v.weight.first().copied().unwrap_or_default(),

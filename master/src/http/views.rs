@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
+use crate::config::Interval;
 use crate::error::MemberFailure;
 use crate::resources::controller::PoolReport;
 use crate::resources::provider::InstanceRecord;
@@ -49,15 +50,16 @@ pub struct ModelSummary {
 }
 
 /// How an answer was made, besides the votes (`parameters` of an OIP answer, fields of a
-/// `/v1/classify` answer).
+/// `/v1/classify` answer). Borrowed from the answer: the handlers serialise it once,
+/// without copying it first.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Provenance {
+pub struct Provenance<'a> {
     /// The ensemble chosen for the constraint.
-    pub models: Vec<String>,
+    pub models: &'a [String],
     /// Every model asked that gave no answer, and why (members and substitutes).
-    pub failed: Vec<MemberFailure>,
+    pub failed: &'a [MemberFailure],
     /// Members that could not answer in time and the candidates that voted instead.
-    pub substitutes: Vec<Substitute>,
+    pub substitutes: &'a [Substitute],
     /// The voting scheme: `weighted`, `majority` or `average`.
     pub scheme: &'static str,
     pub cache_hit: bool,
@@ -66,7 +68,7 @@ pub struct Provenance {
     pub degraded: bool,
     /// The O2 interval: `{"seconds": s}` or `{"requests": n}`.
     #[schema(value_type = Object)]
-    pub interval: Value,
+    pub interval: Interval,
     /// The master's own time up to the vote, in microseconds.
     pub master_us: u64,
     /// Time spent waiting for the members, in microseconds.
@@ -78,24 +80,24 @@ pub struct Provenance {
 
 /// `POST /v1/classify`: the answer for the one item.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Classified {
-    pub id: String,
-    pub task: String,
+pub struct Classified<'a> {
+    pub id: &'a str,
+    pub task: &'a str,
     pub class: usize,
-    pub label: String,
+    pub label: &'a str,
     /// The vote's score per class.
-    pub scores: Vec<f64>,
-    pub votes: Vec<ItemVote>,
+    pub scores: &'a [f64],
+    pub votes: Vec<ItemVote<'a>>,
     #[serde(flatten)]
-    pub provenance: Provenance,
+    pub provenance: Provenance<'a>,
 }
 
 /// One member's vote on the one item of `/v1/classify`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ItemVote {
-    pub model: String,
+pub struct ItemVote<'a> {
+    pub model: &'a str,
     pub class: usize,
-    pub label: String,
+    pub label: &'a str,
     /// The runtime weight its vote carried.
     pub weight: f64,
 }

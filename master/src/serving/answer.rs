@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::config::Interval;
 use crate::error::MemberFailure;
 use crate::serving::dispatch::{MemberAnswer, MemberError};
 use crate::serving::failover::Slot;
@@ -51,7 +52,7 @@ pub struct Answer {
     /// substitute could stand in.
     pub degraded: bool,
     #[schema(value_type = Object)]
-    pub interval: serde_json::Value,
+    pub interval: Interval,
     /// The master's own time up to the vote: everything except waiting for the members.
     /// The handler adds encoding the answer and reports the total in `Server-Timing`.
     pub master_us: u64,

@@ -398,7 +398,7 @@ impl Master {
             scheme: scheme_name(scheme),
             cache_hit: resolved.cache_hit,
             degraded,
-            interval: self.config.interval.describe(),
+            interval: self.config.interval,
             master_us,
             wait_us: wait.as_micros() as u64,
             latency_met,
