@@ -285,6 +285,51 @@ mod tests {
         );
     }
 
+    /// A response of the caller's own type encodes as the same [`InferResponse`] would.
+    #[test]
+    fn a_borrowed_response_encodes_as_an_infer_response() {
+        let outputs = || {
+            vec![ResponseOutput {
+                name: "scores".into(),
+                shape: vec![1, 2],
+                datatype: "FP32".into(),
+                data: Value::Null,
+                parameters: None,
+                raw: Some(f32_raw(&[0.25, 0.75])),
+            }]
+        };
+        let parameters = Map::from_iter([("votes".into(), json!([1, 2]))]);
+        let owned = encode_response(InferResponse {
+            model_name: "fashion".into(),
+            model_version: None,
+            id: Some("r1".into()),
+            parameters: Some(parameters.clone()),
+            outputs: outputs(),
+        })
+        .unwrap();
+        #[derive(Serialize)]
+        struct Borrowed<'a> {
+            model_name: &'a str,
+            id: &'a str,
+            parameters: &'a Map<String, Value>,
+            outputs: Vec<ResponseOutput>,
+        }
+        let borrowed = encode_response_with(outputs(), |outputs| Borrowed {
+            model_name: "fashion",
+            id: "r1",
+            parameters: &parameters,
+            outputs,
+        })
+        .unwrap();
+        assert_eq!(borrowed, owned);
+        let (body, header) = borrowed;
+        let back = decode_response(body, header).unwrap();
+        assert_eq!(
+            back.outputs[0].raw.as_deref(),
+            Some(&f32_raw(&[0.25, 0.75])[..])
+        );
+    }
+
     #[test]
     fn sizes_must_add_up() {
         let header = br#"{"inputs":[{"name":"pixels","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":8}}]}"#;
