@@ -92,8 +92,11 @@ pub fn encode_request(mut request: InferRequest) -> Result<(Bytes, Option<usize>
 
 /// A response's body and, when some output is raw, the JSON header's length.
 pub fn encode_response(mut response: InferResponse) -> Result<(Bytes, Option<usize>), WireError> {
-    let chunks = detach(&mut response.outputs);
-    encode(&response, chunks)
+    let outputs = std::mem::take(&mut response.outputs);
+    encode_response_with(outputs, |outputs| InferResponse {
+        outputs,
+        ..response
+    })
 }
 
 /// A response's body and, when some output is raw, the JSON header's length, for a

@@ -41,6 +41,15 @@ struct Parameters<'a> {
     votes: &'a [Vote],
 }
 
+impl<'a> Parameters<'a> {
+    fn of(answer: &'a Answer) -> Self {
+        Self {
+            provenance: provenance(answer),
+            votes: &answer.votes,
+        }
+    }
+}
+
 /// The OIP answer over HTTP, borrowed from the answer and serialised once: building
 /// [`InferResponse`]'s JSON map of the parameters first cost the master about 2 % of its
 /// CPU per request (perf, `master-bench`'s 3-model ensemble at 8 clients).
@@ -57,36 +66,25 @@ pub fn oip_body(
     answer: &Answer,
     form: &InferRequest,
 ) -> Result<(Bytes, Option<usize>), MasterError> {
-    let parameters = Parameters {
-        provenance: provenance(answer),
-        votes: &answer.votes,
-    };
-    let encoded = binary::encode_response_with(outputs(answer, form)?, |outputs| HttpAnswer {
-        model_name: &answer.task,
-        id: &answer.id,
-        parameters,
-        outputs,
-    })?;
-    Ok(encoded)
+    Ok(binary::encode_response_with(
+        outputs(answer, form)?,
+        |outputs| HttpAnswer {
+            model_name: &answer.task,
+            id: &answer.id,
+            parameters: Parameters::of(answer),
+            outputs,
+        },
+    )?)
 }
 
 /// The OIP answer (gRPC's): the outputs the client asked for, in the form it asked for.
 pub fn oip_response(answer: &Answer, form: &InferRequest) -> Result<InferResponse, MasterError> {
-    let parameters = match serde_json::to_value(Parameters {
-        provenance: provenance(answer),
-        votes: &answer.votes,
-    }) {
-        Ok(Value::Object(fields)) => fields,
-        Ok(other) => {
-            return Err(MasterError::Internal(format!(
-                "the answer's parameters are not an object: {other}"
-            )));
-        }
-        Err(e) => {
-            return Err(MasterError::Internal(format!(
-                "encoding the answer's parameters: {e}"
-            )));
-        }
+    let encoded = serde_json::to_value(Parameters::of(answer))
+        .map_err(|e| MasterError::Internal(format!("encoding the answer's parameters: {e}")))?;
+    let Value::Object(parameters) = encoded else {
+        return Err(MasterError::Internal(format!(
+            "the answer's parameters are not an object: {encoded}"
+        )));
     };
     Ok(InferResponse {
         model_name: answer.task.clone(),
