@@ -364,7 +364,7 @@ const WIRE: &str = "## Speed on the wire (measured live)\n\nNot simulated: real 
      clients (tritonclient over HTTP, binary and JSON, and gRPC) are tested in \
      `tests/tests/oip_clients.rs`; the protocol is in `docs/oip.md`.\n";
 
-const WIRE_FRAGMENTS: [Fragment; 2] = [
+const WIRE_FRAGMENTS: [Fragment; 3] = [
     (
         "Cocktail-rs and Ray Serve side by side",
         "ray-serve.md",
@@ -374,6 +374,11 @@ const WIRE_FRAGMENTS: [Fragment; 2] = [
         "The master-to-worker hop: where a request's CPU goes",
         "wire.md",
         "`target/release/master-bench --out docs`",
+    ),
+    (
+        "One worker against ONNX Runtime in-process",
+        "worker.md",
+        "`target/release/worker-bench --out docs`",
     ),
 ];
 

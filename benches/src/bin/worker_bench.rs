@@ -3,11 +3,14 @@
 //! threads, in one run, with ratios. Prints a markdown table; asserts nothing.
 //!
 //! `cargo build --release -p cocktail-worker -p cocktail-benches && target/release/worker-bench`
+//! (`--out docs` also writes the table to `docs/measured/worker.md`, which the results
+//! page includes).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use cocktail_benches::measured;
 use cocktail_benches::process::{metrics_text, png_base64, secrets, series_sum, start};
 use cocktail_benches::stats::{Summary, said, us};
 use cocktail_common::{Input, TestSet, Zoo};
@@ -30,6 +33,9 @@ struct Args {
     /// Requests per level.
     #[arg(long, default_value_t = 2000)]
     requests: usize,
+    /// Also write the table to `OUT/measured/worker.md` (docs/results.md includes it).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -65,14 +71,26 @@ async fn main() -> anyhow::Result<()> {
     let preprocessor = Preprocessor::for_model(&zoo, &model)?;
     let policy = cocktail_common::batching::tune(model.profile.as_ref(), args.threads, None);
     let mut backend = OnnxBackend::load(&zoo, &model, args.threads, None)?;
-    println!(
-        "model `{}` ({} params), {} intra-op thread(s), worker batches up to {} item(s), {} requests per level\n",
+    // The table is printed as it grows and, with `--out`, written whole at the end.
+    let mut table = String::new();
+    let mut line = |row: String| {
+        println!("{row}");
+        table.push_str(&row);
+        table.push('\n');
+    };
+    line(format!(
+        "Model `{}` ({} params), {} intra-op thread(s), the worker batching up to {} item(s), \
+         {} requests per row from one reqwest client, each a base64 PNG in JSON. In-process: \
+         ONNX Runtime on the batches the worker would form, without HTTP or preprocessing. \
+         The overhead at one client is the HTTP p50 less the in-process p50: the client, \
+         loopback HTTP, decoding and preprocessing. Worker mean: a request's time inside the \
+         worker's handler, from its metrics.\n",
         model.name, model.params, args.threads, policy.max_items, args.requests
+    ));
+    line(
+        "| concurrency | worker calls | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) | worker mean (µs) | goal (issue 35) |".into(),
     );
-    println!(
-        "| concurrency | worker calls | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) | worker mean (µs) | goal (issue 35) |"
-    );
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    line("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|".into());
     // The worker was started with this run's cluster secret: it answers only callers
     // that present it, as the master does.
     let client = cocktail_service::net::client(&[], Some(&secrets()?.cluster))?.build()?;
@@ -116,7 +134,7 @@ async fn main() -> anyhow::Result<()> {
                 32 => format!("ratio ≥ 0.9: {}", said(ratio >= 0.9)),
                 _ => "-".to_owned(),
             };
-            println!(
+            line(format!(
                 "| {concurrency} | {calls} | {in_process_rps:.0} | {http_rps:.0} | {ratio:.2} | {} | {} | {} | {} | {:.1} | {goal} |",
                 us(in_process.p50),
                 us(http.p50),
@@ -127,18 +145,21 @@ async fn main() -> anyhow::Result<()> {
                     "-".into()
                 },
                 worker_mean * 1e6
-            );
+            ));
         }
     }
     // What the overhead at one client cannot go below on this machine: a round trip to a
     // handler that does nothing, from the same client over the same connection.
     if let Some((_, _, url)) = workers.first() {
         let floor = floor(&client, &format!("{url}/v2/health/live"), args.requests).await?;
-        println!(
+        line(format!(
             "\nHTTP floor: a bare `GET /v2/health/live` at one client, p50 {} µs, p99 {} µs; the overhead at one client includes it.",
             us(floor.p50),
             us(floor.p99)
-        );
+        ));
+    }
+    if let Some(out) = &args.out {
+        measured::write(out, "worker.md", &table)?;
     }
     for (_, mut child, _) in workers {
         child.kill().await.ok();
