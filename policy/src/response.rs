@@ -35,26 +35,44 @@ pub fn wait_ms(latency_ms: f64, grace_ms: f64, none_fits: bool) -> f64 {
     }
 }
 
+/// How long a pool's measured overhead speaks for it without a new call. Selection sends
+/// nothing to a pool its estimate predicts too slow, so an estimate made during a burst
+/// that queued the pool's calls, or from a cold start's first calls, would otherwise
+/// rule the model out for good: nothing would ever replace those samples. Once its last
+/// call is this old, the pool is predicted as an unmeasured one is (with the prior, the
+/// other pools' median), and its next calls start a new estimate. O2's interval: a
+/// model left out that long is worth another look.
+pub const MAX_AGE_S: f64 = 30.0;
+
 /// A pool's member-call overhead: call time minus predicted inference, over its last
-/// [`WINDOW`] answered calls.
+/// [`WINDOW`] answered calls, forgotten [`MAX_AGE_S`] after the last one.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Overhead {
     /// The last calls' overheads in ms, a ring once full.
     recent: Vec<f64>,
     next: usize,
     samples: u64,
+    /// When the last call was observed, in the caller's seconds (the simulator's clock,
+    /// or the master's since it started).
+    last_s: f64,
 }
 
 impl Overhead {
-    /// One answered call: how long it took from the master's point of view (from asking
-    /// the pool for a slot to reading the answer) and the inference it needed on its
-    /// instance's type. Negative overheads (a worker faster than its profile) count as 0;
-    /// overheads are kept to the microsecond, the resolution calls are timed at.
-    pub fn observe(&mut self, call_ms: f64, inference_ms: f64) {
+    /// One call answered at `at_s`: how long it took from the master's point of view
+    /// (from asking the pool for a slot to reading the answer) and the inference it
+    /// needed on its instance's type. Negative overheads (a worker faster than its
+    /// profile) count as 0; overheads are kept to the microsecond, the resolution calls
+    /// are timed at. The first call after [`MAX_AGE_S`] without one starts a new window.
+    pub fn observe(&mut self, at_s: f64, call_ms: f64, inference_ms: f64) {
         let sample = ((call_ms - inference_ms) * 1e3).round().max(0.0) / 1e3;
         if !sample.is_finite() {
             return;
         }
+        if self.stale(at_s) {
+            self.recent.clear();
+            self.next = 0;
+        }
+        self.last_s = self.last_s.max(at_s);
         if self.recent.len() < WINDOW {
             self.recent.push(sample);
         } else if let Some(slot) = self.recent.get_mut(self.next) {
@@ -64,10 +82,11 @@ impl Overhead {
         self.samples += 1;
     }
 
-    /// The overhead to expect of the next call (the [`QUANTILE`] of the recent calls'),
-    /// once one call has been measured.
-    pub fn estimate_ms(&self) -> Option<f64> {
-        if self.recent.is_empty() {
+    /// The overhead to expect at `now_s` of the next call (the [`QUANTILE`] of the
+    /// recent calls'), once one has been measured and while the last is at most
+    /// [`MAX_AGE_S`] old.
+    pub fn estimate_ms(&self, now_s: f64) -> Option<f64> {
+        if self.recent.is_empty() || self.stale(now_s) {
             return None;
         }
         let mut sorted = self.recent.clone();
@@ -75,6 +94,11 @@ impl Overhead {
         // Nearest rank: the smallest overhead at least QUANTILE of the calls stayed within.
         let rank = ((QUANTILE * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
         sorted.get(rank - 1).copied()
+    }
+
+    /// Whether the calls measured so far are too old to speak for the pool at `now_s`.
+    fn stale(&self, now_s: f64) -> bool {
+        now_s - self.last_s > MAX_AGE_S
     }
 
     pub fn samples(&self) -> u64 {
@@ -145,27 +169,52 @@ mod tests {
     #[test]
     fn the_estimate_is_a_high_quantile_of_the_recent_calls() {
         let mut o = Overhead::default();
-        assert_eq!(o.estimate_ms(), None, "nothing measured yet");
-        o.observe(1.3, 0.3);
-        assert_eq!(o.estimate_ms(), Some(1.0), "the first call sets it");
+        assert_eq!(o.estimate_ms(0.0), None, "nothing measured yet");
+        o.observe(0.0, 1.3, 0.3);
+        assert_eq!(o.estimate_ms(0.0), Some(1.0), "the first call sets it");
         // Five calls in a hundred wait 4 ms for a slot: the rest still answer after the
         // hop alone, and so does the prediction.
         for k in 0..100 {
-            o.observe(if k % 20 == 0 { 5.3 } else { 0.8 }, 0.3);
+            o.observe(0.0, if k % 20 == 0 { 5.3 } else { 0.8 }, 0.3);
         }
-        assert_eq!(o.estimate_ms(), Some(0.5));
+        assert_eq!(o.estimate_ms(0.0), Some(0.5));
         // A pool that starts queueing: within a window the estimate says so.
         for _ in 0..WINDOW / 5 {
-            o.observe(10.3, 0.3);
+            o.observe(0.0, 10.3, 0.3);
         }
-        assert!(o.estimate_ms().unwrap() > 9.0, "{:?}", o.estimate_ms());
-        o.observe(0.1, 0.3);
+        assert!(
+            o.estimate_ms(0.0).unwrap() > 9.0,
+            "{:?}",
+            o.estimate_ms(0.0)
+        );
+        o.observe(0.0, 0.1, 0.3);
         assert_eq!(o.samples(), 1 + 100 + WINDOW as u64 / 5 + 1);
         // And forgets it once the queue is gone.
         for _ in 0..WINDOW {
-            o.observe(0.8, 0.3);
+            o.observe(0.0, 0.8, 0.3);
         }
-        assert_eq!(o.estimate_ms(), Some(0.5));
+        assert_eq!(o.estimate_ms(0.0), Some(0.5));
+    }
+
+    #[test]
+    fn a_pool_left_without_calls_is_measured_afresh() {
+        // A burst queues the pool's calls; selection then sends it nothing.
+        let mut o = Overhead::default();
+        for k in 0..WINDOW {
+            o.observe(k as f64 * 0.01, 20.3, 0.3);
+        }
+        let last = (WINDOW - 1) as f64 * 0.01;
+        assert_eq!(o.estimate_ms(last + MAX_AGE_S), Some(20.0), "still its own");
+        assert_eq!(
+            o.estimate_ms(last + MAX_AGE_S + 1.0),
+            None,
+            "too old: the pool takes the prior, as an unmeasured one"
+        );
+        // The next call, after the queue is gone, starts a new window: the burst's
+        // calls do not outvote it.
+        o.observe(last + MAX_AGE_S + 1.0, 0.8, 0.3);
+        assert_eq!(o.estimate_ms(last + MAX_AGE_S + 1.0), Some(0.5));
+        assert_eq!(o.samples(), WINDOW as u64 + 1);
     }
 
     #[test]

@@ -237,7 +237,7 @@ impl Cluster {
     /// `models` with each `latency_ms` the predicted response time: inference (on the
     /// fastest type the pool runs on, with per-type latencies) plus the pool's measured
     /// overhead ([`response::predicted`], as the live master).
-    pub fn predicted(&self, models: &[Candidate]) -> Vec<Candidate> {
+    pub fn predicted(&self, models: &[Candidate], now: f64) -> Vec<Candidate> {
         // Inference on the fastest type among the pool's serving instances, as live.
         let inference: Vec<Option<f64>> = self
             .pools
@@ -257,7 +257,7 @@ impl Cluster {
         let overhead: Vec<Option<f64>> = self
             .pools
             .iter()
-            .map(|p| p.overhead.estimate_ms())
+            .map(|p| p.overhead.estimate_ms(now))
             .collect();
         let prior = response::prior(overhead.iter().copied());
         response::predicted(models, &inference, &overhead, prior)
@@ -277,7 +277,7 @@ impl Cluster {
             _ => None,
         };
         if let (Some(at), Some(p)) = (measured, self.pools.get_mut(pool)) {
-            p.overhead.observe((at - t + hop) * 1e3, service * 1e3);
+            p.overhead.observe(at, (at - t + hop) * 1e3, service * 1e3);
         }
         match served {
             Served::At(at) => Served::At(at + hop),
@@ -502,7 +502,8 @@ mod tests {
     #[test]
     fn late_calls_are_measured_unless_they_waited_for_a_slot() {
         let mut cluster = one_slot(18.0);
-        let estimate = |c: &Cluster| c.pools[0].overhead.estimate_ms().unwrap();
+        // Read a second after the last call, well within the estimate's age.
+        let estimate = |c: &Cluster, now: f64| c.pools[0].overhead.estimate_ms(now).unwrap();
         // A call a second, due 26.5 ms after it is sent: 18 ms of inference, and a hop of
         // 2 ms (in time) or 12 ms (late) in turn.
         for k in 0..20 {
@@ -516,9 +517,9 @@ mod tests {
             );
         }
         assert!(
-            (estimate(&cluster) - 12.0).abs() < 1e-6,
+            (estimate(&cluster, 20.0) - 12.0).abs() < 1e-6,
             "the late half counts: {}",
-            estimate(&cluster)
+            estimate(&cluster, 20.0)
         );
         // Two calls at once on the one slot, with a quick hop: the second waits 18 ms for
         // the slot and is late; its wait is not its hop. (As many pairs as the estimate's
@@ -530,9 +531,9 @@ mod tests {
             assert!(matches!(cluster.serve(0, t, t + 0.0265), Served::Late(_)));
         }
         assert!(
-            (estimate(&cluster) - 1.0).abs() < 1e-6,
+            (estimate(&cluster, 84.0) - 1.0).abs() < 1e-6,
             "only the calls with their slot at once: {}",
-            estimate(&cluster)
+            estimate(&cluster, 84.0)
         );
     }
 }

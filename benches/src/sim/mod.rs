@@ -233,7 +233,7 @@ pub fn run(
             } else if at == next_o2 {
                 next_o2 += config.o2_interval_s;
                 for (ensemble, dropped) in ensembles.iter_mut().zip(&mut dropped) {
-                    o2(config, world, &fleet.cluster, ensemble, dropped);
+                    o2(config, world, &fleet.cluster, ensemble, dropped, at);
                 }
             } else {
                 next_bucket += config.bucket_s;
@@ -354,7 +354,7 @@ pub fn run(
         }
         arrived += 1;
         if tracking {
-            ensemble.served(&fleet.cluster.predicted(&world.candidates));
+            ensemble.served(&fleet.cluster.predicted(&world.candidates, t));
         }
         if let (Some(n), Some(count), Some(dropped)) = (
             config.o2_interval_requests,
@@ -364,7 +364,7 @@ pub fn run(
             *count += 1;
             if *count >= n.max(1) {
                 *count = 0;
-                o2(config, world, &fleet.cluster, ensemble, dropped);
+                o2(config, world, &fleet.cluster, ensemble, dropped, t);
             }
         }
     }

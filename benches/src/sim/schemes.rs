@@ -153,10 +153,11 @@ pub(super) fn o2(
     cluster: &Cluster,
     ensemble: &mut Ensemble,
     dropped: &mut Vec<usize>,
+    now: f64,
 ) {
     match config.scheme {
         Scheme::Cocktail => {
-            let models = cluster.predicted(&world.candidates);
+            let models = cluster.predicted(&world.candidates, now);
             ensemble.revisit(&models, &config.selection, Some(&world.recorded));
         }
         Scheme::ClipperX => clipper_x_step(

@@ -574,7 +574,7 @@ impl Pool {
         if let Some(inference) = self.inference_ms(instance.instance_type.as_deref(), items) {
             self.overhead
                 .lock()
-                .observe(took.as_secs_f64() * 1e3, inference);
+                .observe(clock_s(), took.as_secs_f64() * 1e3, inference);
         }
     }
 
@@ -584,9 +584,10 @@ impl Pool {
         *self.probe_ms.lock() = Some(took.as_secs_f64() * 1e3);
     }
 
-    /// The overhead to expect of the next member call, once one was measured.
+    /// The overhead to expect of the next member call, once one was measured (and not
+    /// forgotten: [`cocktail_policy::response::MAX_AGE_S`]).
     pub fn overhead_ms(&self) -> Option<f64> {
-        self.overhead.lock().estimate_ms()
+        self.overhead.lock().estimate_ms(clock_s())
     }
 
     /// The last readiness probe's round trip, once one answered.
@@ -672,6 +673,13 @@ fn free_slots<'a>(
 /// Folds one sample into a moving average of µs kept in `cell` (weight 1/8; 0 means no
 /// sample yet). Written by hand: an atomic cell read by every admission, where a lost
 /// race between two writers only loses one sample.
+/// The master's clock for the pools' overhead estimates, in seconds since its first
+/// reading (the policy counts in seconds, as the simulator's clock does).
+fn clock_s() -> f64 {
+    static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+    EPOCH.elapsed().as_secs_f64()
+}
+
 fn average_us(cell: &std::sync::atomic::AtomicU64, took: Duration) {
     let sample = (took.as_micros() as u64).max(1);
     let old = cell.load(Ordering::Relaxed);
