@@ -468,14 +468,16 @@ fn run(args: Args) -> anyhow::Result<()> {
         ..MasterConfig::default()
     };
     let prometheus = cocktail_master::metrics::install()?;
-    let listener = TcpListener::bind((args.host.as_str(), args.port))?;
+    let listener = listen(&args.host, args.port, "--port")?;
     let address = listener.local_addr()?;
     // The first stdout line tells scripts and tests where the master listens.
     println!("cocktail-master listening on {}://{address}", net.scheme());
     let grpc_port = args
         .grpc_port
         .unwrap_or(if args.port == 0 { 0 } else { DEFAULT_GRPC_PORT });
-    let grpc_listener = TcpListener::bind((args.host.as_str(), grpc_port))?;
+    // On a port of its own choosing the master takes gRPC's usual port beside it, as
+    // Triton does; a second master on the host needs `--grpc-port` (0: any).
+    let grpc_listener = listen(&args.host, grpc_port, "--grpc-port")?;
     println!(
         "cocktail-master grpc listening on {}",
         grpc_listener.local_addr()?
@@ -486,7 +488,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     };
     let cluster = match &access.ca {
         Some(ca) => {
-            let listener = TcpListener::bind((args.host.as_str(), args.cluster_port))?;
+            let listener = listen(&args.host, args.cluster_port, "--cluster-port")?;
             println!(
                 "cocktail-master cluster listening on https://{}",
                 listener.local_addr()?
@@ -523,6 +525,12 @@ const CONFIG_PAGE_INTRO: &str = include_str!("config_page_intro.md");
 
 /// The OIP gRPC endpoint's port unless `--grpc-port` says otherwise, as Triton's.
 const DEFAULT_GRPC_PORT: u16 = 8001;
+
+/// Binds `host:port`, or says which flag set the address it could not take.
+fn listen(host: &str, port: u16, flag: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind((host, port))
+        .with_context(|| format!("cannot listen on {host}:{port} (`{flag}`)"))
+}
 
 /// The gRPC endpoint's TLS identity: the same certificate and key as HTTP's.
 fn grpc_identity(net: &NetArgs) -> anyhow::Result<Option<tonic::transport::Identity>> {

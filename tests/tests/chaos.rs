@@ -253,7 +253,12 @@ async fn a_hung_worker_is_taken_out_of_rotation_and_replaced() {
 async fn a_master_killed_under_load_gets_its_workers_back() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let port = free_port().to_string();
-    let args: Vec<String> = ["--port", &port].iter().map(|s| (*s).to_owned()).collect();
+    // gRPC on any port: on a fixed `--port` the master takes 8001 beside it, which
+    // another process on the machine may hold.
+    let args: Vec<String> = ["--port", &port, "--grpc-port", "0"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
     let mut master = Process::start("cocktail-master", &args).await;
     let url = master.url.clone();
     let mut workers = Vec::new();

@@ -266,6 +266,9 @@ async fn the_master_serves_from_spot_fleets_replaces_interrupted_instances_and_c
     let args: Vec<String> = [
         "--port",
         &port.to_string(),
+        // gRPC on any port: on a fixed `--port` the master takes 8001 beside it.
+        "--grpc-port",
+        "0",
         "--heartbeat-ms",
         "200",
         "--provider",

@@ -216,7 +216,8 @@ async fn sigterm_deregisters_after_draining_and_silent_workers_expire() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_master_gets_its_workers_back() {
     let port = free_port().to_string();
-    let master_args: Vec<String> = ["--port", &port, "--heartbeat-ms", "200"]
+    // gRPC on any port: on a fixed `--port` the master takes 8001 beside it.
+    let master_args: Vec<String> = ["--port", &port, "--grpc-port", "0", "--heartbeat-ms", "200"]
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
