@@ -670,9 +670,6 @@ fn free_slots<'a>(
         .collect()
 }
 
-/// Folds one sample into a moving average of µs kept in `cell` (weight 1/8; 0 means no
-/// sample yet). Written by hand: an atomic cell read by every admission, where a lost
-/// race between two writers only loses one sample.
 /// The master's clock for the pools' overhead estimates, in seconds since its first
 /// reading (the policy counts in seconds, as the simulator's clock does).
 fn clock_s() -> f64 {
@@ -680,6 +677,9 @@ fn clock_s() -> f64 {
     EPOCH.elapsed().as_secs_f64()
 }
 
+/// Folds one sample into a moving average of µs kept in `cell` (weight 1/8; 0 means no
+/// sample yet). Written by hand: an atomic cell read by every admission, where a lost
+/// race between two writers only loses one sample.
 fn average_us(cell: &std::sync::atomic::AtomicU64, took: Duration) {
     let sample = (took.as_micros() as u64).max(1);
     let old = cell.load(Ordering::Relaxed);
