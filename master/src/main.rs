@@ -475,7 +475,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     let grpc_port = args
         .grpc_port
         .unwrap_or(if args.port == 0 { 0 } else { DEFAULT_GRPC_PORT });
-    // On a port of its own choosing the master takes gRPC's usual port beside it, as
+    // Given a port (`--port` not 0), the master takes gRPC's usual port beside it, as
     // Triton does; a second master on the host needs `--grpc-port` (0: any).
     let grpc_listener = listen(&args.host, grpc_port, "--grpc-port")?;
     println!(
