@@ -67,14 +67,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::QueryConfig::default()
             .error_handler(|e, _| MasterError::invalid("query", e.to_string()).into()),
     )
+    // The inference routes first: actix-web tries routes in order, and each templated
+    // one a request passes costs a regex match.
+    .service(endpoint("/v2/models/{task}/infer", Method::POST, infer))
+    .service(endpoint("/v1/classify", Method::POST, classify))
     .service(endpoint("/v2", Method::GET, server_metadata))
     .service(endpoint("/v2/health/live", Method::GET, live))
     .service(endpoint("/v2/health/ready", Method::GET, ready))
     .service(endpoint("/v2/models", Method::GET, list_tasks))
     .service(endpoint("/v2/models/{task}", Method::GET, task_metadata))
     .service(endpoint("/v2/models/{task}/ready", Method::GET, task_ready))
-    .service(endpoint("/v2/models/{task}/infer", Method::POST, infer))
-    .service(endpoint("/v1/classify", Method::POST, classify))
     .service(endpoint("/v1/feedback", Method::POST, feedback))
     .service(endpoint("/v1/ensembles", Method::GET, ensembles))
     .service(endpoint("/v1/workers", Method::GET, workers))

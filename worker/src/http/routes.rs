@@ -57,7 +57,10 @@ impl AppState {
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     use actix_web::http::Method;
-    cfg.service(endpoint("/v2", Method::GET, server_metadata))
+    // The infer route first: actix-web tries routes in order, and each templated one
+    // it passes costs a regex match (docs/design.md, "Per-call bookkeeping looked up once").
+    cfg.service(endpoint("/v2/models/{model}/infer", Method::POST, infer))
+        .service(endpoint("/v2", Method::GET, server_metadata))
         .service(endpoint("/v2/health/live", Method::GET, live))
         .service(endpoint("/v2/health/ready", Method::GET, ready))
         .service(endpoint("/v2/models/{model}", Method::GET, model_metadata))
@@ -66,7 +69,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             Method::GET,
             model_ready,
         ))
-        .service(endpoint("/v2/models/{model}/infer", Method::POST, infer))
         .service(endpoint(
             "/openapi.json",
             Method::GET,
