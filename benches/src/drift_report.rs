@@ -39,9 +39,10 @@ pub(crate) fn find(
 }
 
 /// Cocktail's selections and votes, in the order a tie between them goes to.
-const COCKTAIL: [DriftScheme; 4] = [
+const COCKTAIL: [DriftScheme; 5] = [
     DriftScheme::Cocktail,
     DriftScheme::CocktailSoft,
+    DriftScheme::CocktailPaced,
     DriftScheme::CocktailO2,
     DriftScheme::CocktailM,
 ];
@@ -412,7 +413,11 @@ pub fn settings() -> String {
          `sentiment-domains`, 1,200 requests, through it and this replay of Cocktail (tracking): they \
          agree on accuracy met within 3 points and on models per request within 10 %). \
          Cocktail (tracking, soft) is the same tracking voting by the mean of its members' probability \
-         vectors (recorded for every model and item), and scoring every choice by that vote. Cocktail (O1/O2) \
+         vectors (recorded for every model and item), and scoring every choice by that vote. \
+         Cocktail (tracking, paced) is Cocktail (tracking) with `TrackingConfig::pace` (`--pace` live, \
+         checked the same way): when a cheaper choice falls short of the target (with its margin) and a \
+         dearer one clears it, it serves the two in turn, in the shares whose mix meets it at the least \
+         cost, if that costs less than the cheapest single choice that meets it. Cocktail (O1/O2) \
          is the paper's selection as the live master runs it by default (`policy::ensemble`): O1 on the \
          recorded answers, then O2 on the window of labelled outcomes every {} requests \
          (checked live the same way); Cocktail-M \
@@ -639,6 +644,7 @@ mod tests {
             shadow_us: 0.0,
             accuracy_met_after_shifts: met,
             shifts: 0,
+            paced: 0,
             lags: vec![0],
             phases: Vec::new(),
             series: Vec::new(),

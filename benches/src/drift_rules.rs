@@ -14,10 +14,10 @@ use crate::drift_report;
 use crate::sim::drift::{self, DriftResult, DriftScheme, DriftWorld, Feedback};
 
 /// The margins swept, in standard errors of the window: none, then up to Cocktail's.
-const MARGINS: [f64; 4] = [0.0, 0.5, 1.0, 1.645];
+const MARGINS: [f64; 5] = [0.0, 0.5, 0.75, 1.0, 1.645];
 
 /// Cocktail's rules with some taken away: (what is left, the settings), at margin `z`.
-fn variants(z: f64) -> [(&'static str, TrackingConfig); 4] {
+fn variants(z: f64) -> [(&'static str, TrackingConfig); 6] {
     let cocktail = TrackingConfig {
         margin_z: z,
         ..TrackingConfig::cocktail()
@@ -40,6 +40,20 @@ fn variants(z: f64) -> [(&'static str, TrackingConfig); 4] {
         ("no shift check", no_shift),
         ("no shift check, no profile preference", no_profile),
         ("the margin alone (plain re-selection with it)", plain),
+        (
+            "every rule, paced",
+            TrackingConfig {
+                pace: true,
+                ..cocktail
+            },
+        ),
+        (
+            "no shift check, paced",
+            TrackingConfig {
+                pace: true,
+                ..no_shift
+            },
+        ),
     ]
 }
 
@@ -102,8 +116,10 @@ impl Sweep {
              label setting (`benches/src/drift_rules.rs`). Each cell: accuracy met, its points over plain re-selection, and its inference per \
              request against plain re-selection's (shadow calls apart; they are the same for both), and its \
              longest adaptation lag in intervals (plain re-selection's are in the tables above). The row \
-             at margin {} with every rule is Cocktail (tracking) above. The sweep explains the goal; it \
-             changed none of Cocktail's settings.\n\n| margin (standard errors) | rules | {} |\n|---:|---|{}\n| - | plain re-selection | {} |\n",
+             at margin {} with every rule is Cocktail (tracking) above, and with every rule, paced, \
+             Cocktail (tracking, paced). The sweep explains the goal; it changed none of Cocktail's \
+             settings (the margin 0.75 was added to it after pacing was first swept, to show where \
+             pacing crosses plain re-selection's inference).\n\n| margin (standard errors) | rules | {} |\n|---:|---|{}\n| - | plain re-selection | {} |\n",
             TrackingConfig::cocktail().margin_z,
             drift::FEEDBACK.map(label).join(" | "),
             "---:|".repeat(drift::FEEDBACK.len()),

@@ -65,6 +65,9 @@ pub struct MasterConfig {
     /// candidates outside the ensemble, to fill the constraint's buffer or its tracker's
     /// window once its label is known (0: never).
     pub shadow_every: u64,
+    /// Under `--selection tracking`, serve the cheapest mix of two choices that meets the
+    /// target, in turn (`TrackingConfig::pace`).
+    pub pace: bool,
     /// Answered requests remembered for `/v1/feedback`.
     pub feedback_capacity: usize,
     pub http_workers: usize,
@@ -111,7 +114,7 @@ impl MasterConfig {
             Interval::Every(_) => None,
         };
         (self.selection.rule == Rule::Tracking)
-            .then(|| TrackingConfig::serving(self.scheme.rule(), interval))
+            .then(|| TrackingConfig::serving(self.scheme.rule(), interval, self.pace))
     }
 }
 
@@ -130,6 +133,7 @@ impl Default for MasterConfig {
             weight_prior: 100.0,
             pseudo_label_every: 10,
             shadow_every: 20,
+            pace: false,
             feedback_capacity: 65_536,
             http_workers: 2,
             speed_scale: 1.0,

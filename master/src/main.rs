@@ -121,6 +121,11 @@ struct Args {
     /// sent later (0: never).
     #[arg(long, env = "COCKTAIL_SHADOW_EVERY", default_value_t = 20)]
     shadow_every: u64,
+    /// Under `--selection tracking`, when a cheaper choice falls short of the target and a
+    /// dearer one clears it, serve the two in turn, in the shares that meet it at the least
+    /// cost, instead of the cheapest single choice that meets it.
+    #[arg(long, env = "COCKTAIL_PACE")]
+    pace: bool,
     /// HTTP worker threads.
     #[arg(long, env = "COCKTAIL_HTTP_WORKERS", default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     http_workers: usize,
@@ -458,6 +463,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         http_workers: args.http_workers,
         pseudo_label_every: args.pseudo_label_every,
         shadow_every: args.shadow_every,
+        pace: args.pace,
         speed_scale,
         cluster_secret: Some(cluster_secret),
         tls_roots: net.roots.clone(),

@@ -14,7 +14,10 @@
 //!   on what came after, instead of waiting for the window to turn over;
 //! - labels older than a set number of requests are forgotten, so with sparse labels the
 //!   window does not reach back into traffic long gone; with too few labels to tell, it
-//!   serves the most accurate candidate (the safe choice a static pick would make).
+//!   serves the most accurate candidate (the safe choice a static pick would make);
+//! - with [`TrackingConfig::pace`], it may serve two choices in turn instead of one: the
+//!   cheapest mix that meets the target costs no more than the cheapest single choice
+//!   that does, and holds no more room above the target than asked for.
 //!
 //! [`TrackingConfig::plain`] is the plain windowed re-selection the issue compares
 //! against: the same search on the last 200 labels every 100 requests, with none of the
@@ -52,6 +55,13 @@ pub struct TrackingConfig {
     pub prefer_profile_z: Option<f64>,
     /// The rule its votes are voted with, and so scored with.
     pub rule: Rule,
+    /// Serve two choices in turn, a cheaper one short of the target (with its margin)
+    /// and a dearer one above it, in the shares whose mix meets it at the least cost,
+    /// when that is cheaper than the cheapest single choice that meets it. A window of
+    /// requests served by the mix is as accurate as the shares say, so the target is met
+    /// with no more room than the margin, where a single choice meets it with whatever
+    /// room the next dearer choice happens to have.
+    pub pace: bool,
 }
 
 impl TrackingConfig {
@@ -75,16 +85,19 @@ impl TrackingConfig {
             max_members: 5,
             prefer_profile_z: Some(1.0),
             rule: Rule::Majority,
+            pace: false,
         }
     }
 
     /// Cocktail's tracking as the master and the simulator serve with it
     /// (`--selection tracking`): votes scored by `rule`, the one they are voted with,
-    /// and a re-selection every `interval` requests (Cocktail's 100 when `None`).
-    pub fn serving(rule: Rule, interval: Option<u64>) -> Self {
+    /// a re-selection every `interval` requests (Cocktail's 100 when `None`), and
+    /// mixes paced when `pace` (`--pace`).
+    pub fn serving(rule: Rule, interval: Option<u64>, pace: bool) -> Self {
         let cocktail = Self::cocktail();
         Self {
             rule,
+            pace,
             interval: interval.map_or(cocktail.interval, |n| n.max(1)),
             ..cocktail
         }
@@ -104,6 +117,7 @@ impl TrackingConfig {
             max_members: 5,
             prefer_profile_z: None,
             rule: Rule::Majority,
+            pace: false,
         }
     }
 }
@@ -124,6 +138,8 @@ pub struct Tracker {
     /// (the request it was served at, the item), oldest first.
     items: VecDeque<(u64, Labelled)>,
     members: Vec<usize>,
+    /// Under `pace`, the two choices served in turn.
+    mix: Option<Mix>,
     requests: u64,
     /// Labels in since the last shift check fired (a check needs `recent` new ones).
     fresh: usize,
@@ -137,6 +153,7 @@ impl Tracker {
             config,
             items: VecDeque::new(),
             members,
+            mix: None,
             requests: 0,
             fresh: 0,
             shifts: 0,
@@ -148,6 +165,14 @@ impl Tracker {
         &self.members
     }
 
+    /// Under [`TrackingConfig::pace`], the mix served now: (the cheaper choice, the
+    /// dearer one, the dearer one's share of the requests).
+    pub fn mix(&self) -> Option<(&[usize], &[usize], f64)> {
+        self.mix
+            .as_ref()
+            .map(|m| (m.lo.as_slice(), m.hi.as_slice(), m.share))
+    }
+
     /// Requests served so far (what [`Tracker::label`]'s `served_at` counts).
     pub fn requests(&self) -> u64 {
         self.requests
@@ -156,6 +181,13 @@ impl Tracker {
     /// Serves `members` from now on, chosen elsewhere (another master, through the
     /// shared cache); the next re-selection may choose again.
     pub fn adopt(&mut self, members: &[usize]) {
+        if self
+            .mix
+            .as_ref()
+            .is_some_and(|m| m.lo != members && m.hi != members)
+        {
+            self.mix = None;
+        }
         members.clone_into(&mut self.members);
     }
 
@@ -179,7 +211,9 @@ impl Tracker {
     }
 
     /// One more request was served. Re-selects when the interval ends or the latest
-    /// labels show a shift; returns why, if it did.
+    /// labels show a shift; returns why, if that changed the choice. Under
+    /// [`TrackingConfig::pace`] the members can change without a new choice: the mix's
+    /// turn of its other side.
     pub fn served(&mut self, models: &[Candidate], constraint: &Constraint) -> Option<Reselect> {
         self.requests += 1;
         if let Some(age) = self.config.max_age {
@@ -196,14 +230,39 @@ impl Tracker {
             }
             self.fresh = 0;
             self.shifts += 1;
-            Reselect::Shift
+            Some(Reselect::Shift)
         } else if self.requests.is_multiple_of(self.config.interval.max(1)) {
-            Reselect::Interval
+            Some(Reselect::Interval)
         } else {
-            return None;
+            None
         };
-        self.members = self.choose(models, constraint);
-        Some(why)
+        let changed = match why.map(|_| self.choose(models, constraint)) {
+            None => false,
+            Some(Choice::One(members)) => {
+                let changed = self.mix.is_some() || members != self.members;
+                self.mix = None;
+                self.members = members;
+                changed
+            }
+            Some(Choice::Mix(mix)) => match &mut self.mix {
+                // The same pair in new shares: its turns go on.
+                Some(old) if old.lo == mix.lo && old.hi == mix.hi => {
+                    old.share = mix.share;
+                    false
+                }
+                _ => {
+                    self.mix = Some(mix);
+                    true
+                }
+            },
+        };
+        if let Some(mix) = &mut self.mix {
+            let next = mix.next();
+            if next != self.members {
+                next.clone_into(&mut self.members);
+            }
+        }
+        why.filter(|_| changed)
     }
 
     /// Whether the served ensemble's majority on the latest `recent` items fell more
@@ -213,13 +272,17 @@ impl Tracker {
         if recent == 0 || self.fresh < recent || self.items.len() < recent {
             return false;
         }
-        let latest = self.items.iter().skip(self.items.len() - recent);
-        let Some(accuracy) = vote_accuracy(
-            latest.map(|(_, i)| i),
-            &self.members,
-            models,
-            self.config.rule,
-        ) else {
+        let on_latest = |members: &[usize]| {
+            let latest = self.items.iter().skip(self.items.len() - recent);
+            vote_accuracy(latest.map(|(_, i)| i), members, models, self.config.rule)
+        };
+        let accuracy = match &self.mix {
+            None => on_latest(&self.members),
+            Some(mix) => on_latest(&mix.lo)
+                .zip(on_latest(&mix.hi))
+                .map(|(lo, hi)| lo + mix.share * (hi - lo)),
+        };
+        let Some(accuracy) = accuracy else {
             return false;
         };
         accuracy < target - self.config.shift_z * standard_error(target, recent)
@@ -228,14 +291,14 @@ impl Tracker {
     /// The cheapest candidate or odd vote that meets the target on the window with room
     /// for its sampling error; else the most accurate on it; the most accurate candidate
     /// by profile while the window holds fewer than `min_items`.
-    fn choose(&self, models: &[Candidate], constraint: &Constraint) -> Vec<usize> {
+    fn choose(&self, models: &[Candidate], constraint: &Constraint) -> Choice {
         let pool = selection::candidates(models, constraint);
         let by_profile = pool
             .iter()
             .copied()
             .max_by(|&a, &b| models[a].accuracy.total_cmp(&models[b].accuracy));
         if self.items.len() < self.config.min_items.max(1) {
-            return by_profile.map_or_else(|| self.members.clone(), |m| vec![m]);
+            return Choice::One(by_profile.map_or_else(|| self.members.clone(), |m| vec![m]));
         }
         let needed = constraint.accuracy
             + self.config.margin_z * standard_error(constraint.accuracy, self.items.len());
@@ -243,6 +306,7 @@ impl Tracker {
             |members: &[usize]| -> f64 { members.iter().map(|&m| models[m].latency_ms).sum() };
         let mut best: Option<(Vec<usize>, f64)> = None;
         let mut cheapest_meeting: Option<(Vec<usize>, f64)> = None;
+        let mut scored: Vec<(Vec<usize>, f64, f64)> = Vec::new();
         for size in (1..=self.config.max_members.min(pool.len())).step_by(2) {
             for members in combinations(&pool, size) {
                 let Some(accuracy) = vote_accuracy(
@@ -254,6 +318,9 @@ impl Tracker {
                     continue;
                 };
                 let c = cost(&members);
+                if self.config.pace {
+                    scored.push((members.clone(), c, accuracy));
+                }
                 if accuracy >= needed && cheapest_meeting.as_ref().is_none_or(|(m, _)| c < cost(m))
                 {
                     cheapest_meeting = Some((members.clone(), accuracy));
@@ -268,7 +335,7 @@ impl Tracker {
             }
         }
         if let Some((members, _)) = cheapest_meeting {
-            return members;
+            return Mix::cheapest(&scored, needed).unwrap_or(Choice::One(members));
         }
         // Nothing meets it. Out of 32 or more choices, the one most accurate on a window
         // of 50 to 200 items is often a cheap vote that was lucky on it; when the window
@@ -285,10 +352,69 @@ impl Tracker {
             )
             .is_some_and(|a| a >= within)
             {
-                return vec![m];
+                return Choice::One(vec![m]);
             }
         }
-        best.map(|(m, _)| m).unwrap_or_else(|| self.members.clone())
+        Choice::One(best.map(|(m, _)| m).unwrap_or_else(|| self.members.clone()))
+    }
+}
+
+/// What a re-selection chose.
+#[derive(Debug, Clone, PartialEq)]
+enum Choice {
+    One(Vec<usize>),
+    Mix(Mix),
+}
+
+/// Two choices served in turn: `hi` for a `share` of the requests, `lo` for the rest,
+/// spread evenly (each request adds `share` to a credit; a whole unit serves `hi`), so
+/// every run of requests holds about that share.
+#[derive(Debug, Clone, PartialEq)]
+struct Mix {
+    lo: Vec<usize>,
+    hi: Vec<usize>,
+    share: f64,
+    credit: f64,
+}
+
+impl Mix {
+    /// Of `scored` (members, cost, accuracy on the window), the pair of a choice short of
+    /// `needed` and one that meets it whose mix reaches `needed` at the least cost, when
+    /// that is cheaper than any choice meeting it alone.
+    fn cheapest(scored: &[(Vec<usize>, f64, f64)], needed: f64) -> Option<Choice> {
+        let alone = scored
+            .iter()
+            .filter(|(_, _, a)| *a >= needed)
+            .map(|(_, c, _)| *c)
+            .min_by(f64::total_cmp)?;
+        let mut best: Option<(f64, &Vec<usize>, &Vec<usize>, f64)> = None;
+        for (hi, c_hi, a_hi) in scored.iter().filter(|(_, _, a)| *a >= needed) {
+            for (lo, c_lo, a_lo) in scored.iter().filter(|(_, c, a)| *a < needed && c < c_hi) {
+                let share = (needed - a_lo) / (a_hi - a_lo);
+                let cost = c_lo + share * (c_hi - c_lo);
+                if cost < alone && best.is_none_or(|(b, ..)| cost < b) {
+                    best = Some((cost, lo, hi, share));
+                }
+            }
+        }
+        let (_, lo, hi, share) = best?;
+        Some(Choice::Mix(Mix {
+            lo: lo.clone(),
+            hi: hi.clone(),
+            share,
+            credit: 0.0,
+        }))
+    }
+
+    /// The choice the next request is served by.
+    fn next(&mut self) -> &[usize] {
+        self.credit += self.share;
+        if self.credit >= 1.0 {
+            self.credit -= 1.0;
+            &self.hi
+        } else {
+            &self.lo
+        }
     }
 }
 
@@ -533,6 +659,67 @@ mod tests {
         };
         assert_eq!(chosen(Some(1.0)), [2]);
         assert_eq!(chosen(None), [0]);
+    }
+
+    #[test]
+    fn a_paced_tracker_serves_the_cheapest_mix_that_meets_the_target() {
+        // The cheap models are right on the same 70 % of the items, the slow one on 90 %:
+        // no vote of the cheap ones helps, and a single choice meeting 0.8 is the slow
+        // model alone. Half of each, 0.8 on average, costs half as much.
+        const MIXED: [fn(usize) -> bool; 3] = [|k| k % 10 < 7, |k| k % 10 < 7, |k| k % 10 != 0];
+        let paced = TrackingConfig {
+            pace: true,
+            ..TrackingConfig::plain()
+        };
+        let mut plain = Tracker::new(TrackingConfig::plain(), vec![0]);
+        assert!(
+            run(&mut plain, 0, 400, MIXED)[200..]
+                .iter()
+                .all(|m| m == &[2])
+        );
+        let mut tracker = Tracker::new(paced, vec![0]);
+        let served = run(&mut tracker, 0, 400, MIXED);
+        let last = &served[200..];
+        assert!(last.iter().all(|m| m == &[0] || m == &[2]), "{last:?}");
+        // Evenly: every run of 10 requests holds 5 of each.
+        for run in last.windows(10) {
+            assert_eq!(run.iter().filter(|m| *m == &[2]).count(), 5, "{run:?}");
+        }
+        // A re-selection that keeps the pair is no new choice; the turns go on.
+        let models = models();
+        let mut changes = 0;
+        for k in 400..600 {
+            tracker.label(k as u64 + 1, item(k, MIXED));
+            changes += usize::from(tracker.served(&models, &constraint()).is_some());
+        }
+        assert_eq!(changes, 0);
+    }
+
+    #[test]
+    fn a_mix_is_chosen_only_when_it_is_cheaper_than_one_choice() {
+        let scored = |rows: &[(usize, f64, f64)]| -> Vec<(Vec<usize>, f64, f64)> {
+            rows.iter().map(|&(m, c, a)| (vec![m], c, a)).collect()
+        };
+        // 0.7 at 1 and 0.9 at 11: a half of each meets 0.8 at 6; 0.81 at 8 alone is
+        // dearer than that mix; 0.8 at 5 alone is cheaper, and no mix beats it.
+        let mix = Mix::cheapest(
+            &scored(&[(0, 1.0, 0.7), (1, 11.0, 0.9), (2, 8.0, 0.81)]),
+            0.8,
+        );
+        let Some(Choice::Mix(mix)) = mix else {
+            panic!("{mix:?}");
+        };
+        assert_eq!((mix.lo.as_slice(), mix.hi.as_slice()), (&[0][..], &[1][..]));
+        assert!((mix.share - 0.5).abs() < 1e-9, "{mix:?}");
+        assert_eq!(
+            Mix::cheapest(
+                &scored(&[(0, 1.0, 0.7), (1, 11.0, 0.9), (2, 5.0, 0.8)]),
+                0.8
+            ),
+            None
+        );
+        // Nothing meets the target: no mix does either.
+        assert_eq!(Mix::cheapest(&scored(&[(0, 1.0, 0.7)]), 0.8), None);
     }
 
     #[test]

@@ -440,6 +440,24 @@ impl Cluster {
             .unwrap()
     }
 
+    /// The sum of the master's Prometheus samples whose line starts with
+    /// `name_and_labels` (`GET /metrics`); 0 when there is none.
+    pub async fn metric(&self, name_and_labels: &str) -> f64 {
+        let text = self
+            .client
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| l.starts_with(name_and_labels))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// POSTs JSON, as a worker to the control plane (`/v1/workers/...`: the cluster
     /// secret) and as an operator elsewhere; returns the status and the JSON body.
     pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {

@@ -5,7 +5,8 @@
 //! Once with the paper's selection, O1 on the recorded answers then O2 on the window
 //! every 100 requests, against the replay's `Cocktail (O1/O2)`; once with
 //! `--selection tracking` (every request also asked of every candidate), against the
-//! replay's `Cocktail (tracking)`. Either way the same policy code chooses,
+//! replay's `Cocktail (tracking)`; and once more with `--pace` (two choices served in
+//! turn), against `Cocktail (tracking, paced)`. Either way the same policy code chooses,
 //! and they agree on accuracy met within 3 points and on models per request within 10 %.
 //!
 //! The replay chooses among the response times this master predicts (each model's
@@ -83,11 +84,12 @@ async fn predicted_response_times(cluster: &Cluster, models: usize) -> Vec<(Stri
 
 /// The shortened schedule through a master started with `flags` (beside the replay's
 /// interval and no pseudo-labels), and its replay under `scheme`: the live run's
-/// report, the replay, and the master's ensembles at the end.
+/// report, the replay, the master's ensembles at the end and the requests it answered
+/// by a paced mix (`cocktail_master_paced_requests_total`).
 async fn live_and_replayed(
     flags: &[&str],
     scheme: DriftScheme,
-) -> (loadgen::LoadReport, DriftResult, serde_json::Value) {
+) -> (loadgen::LoadReport, DriftResult, serde_json::Value, f64) {
     let zoo = Zoo::load(zoo_manifest()).unwrap();
     let world = World::load(&zoo, "sentiment").unwrap();
     let models: Vec<&str> = world.models.iter().map(String::as_str).collect();
@@ -139,10 +141,12 @@ async fn live_and_replayed(
         .await
         .unwrap();
     let ensembles = cluster.get("/v1/ensembles").await;
+    let paced = cluster.metric("cocktail_master_paced_requests_total").await;
     eprintln!(
         "{}: predicted response times: {predicted:?}\n\
          live: {} requests, accuracy met {:.4}, accuracy {:.4}, models/request {:.3}; ensembles {ensembles}\n\
-         replayed: {} requests, accuracy met {:.4}, accuracy {:.4}, models/request {:.3}, shifts {}",
+         replayed: {} requests, accuracy met {:.4}, accuracy {:.4}, models/request {:.3}, shifts {}\n\
+         paced: {paced} live, {} replayed",
         scheme.name(),
         live.sent,
         live.accuracy_met,
@@ -153,6 +157,7 @@ async fn live_and_replayed(
         replayed.accuracy,
         replayed.models_per_request,
         replayed.shifts,
+        replayed.paced,
     );
     load::assert_agrees(
         &live,
@@ -160,12 +165,12 @@ async fn live_and_replayed(
         replayed.accuracy_met,
         replayed.models_per_request,
     );
-    (live, replayed, ensembles)
+    (live, replayed, ensembles, paced)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shortened_sentiment_domains_meets_its_target_live_as_often_as_replayed() {
-    let (_, replayed, ensembles) = live_and_replayed(&[], DriftScheme::CocktailO2).await;
+    let (_, replayed, ensembles, _) = live_and_replayed(&[], DriftScheme::CocktailO2).await;
     // O1 serves the fastest model that meets the target by its profile; O2 adds to it
     // where a domain falls short, live as replayed.
     assert!(replayed.models_per_request > 1.0, "{replayed:?}");
@@ -177,7 +182,7 @@ async fn a_shortened_sentiment_domains_meets_its_target_live_as_often_as_replaye
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tracking_master_follows_the_domains_as_its_replay_does() {
-    let (live, replayed, ensembles) = live_and_replayed(
+    let (live, replayed, ensembles, _) = live_and_replayed(
         &["--selection", "tracking", "--shadow-every", "1"],
         DriftScheme::Cocktail,
     )
@@ -189,4 +194,16 @@ async fn a_tracking_master_follows_the_domains_as_its_replay_does() {
         "{ensembles}"
     );
     assert!(live.models_per_request > 1.0, "{live:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_tracking_master_mixes_two_choices_as_its_replay_does() {
+    let (_, replayed, _, paced) = live_and_replayed(
+        &["--selection", "tracking", "--pace", "--shadow-every", "1"],
+        DriftScheme::CocktailPaced,
+    )
+    .await;
+    // The replay served some requests by a mix of two choices, and so did the master.
+    assert!(replayed.paced > 0, "{replayed:?}");
+    assert!(paced > 0.0, "{paced}");
 }

@@ -67,6 +67,10 @@ pub enum DriftScheme {
     /// vectors (soft voting).
     #[value(name = "Cocktail-soft")]
     CocktailSoft,
+    /// The same by majority, pacing a mix of two choices in the shares that meet the
+    /// target at the least cost (`TrackingConfig::pace`, `--pace`).
+    #[value(name = "Cocktail-paced")]
+    CocktailPaced,
     /// Knows each phase and serves its cheapest single model or vote that meets the
     /// target on the phase's scored items.
     #[value(name = "oracle")]
@@ -74,7 +78,7 @@ pub enum DriftScheme {
 }
 
 impl DriftScheme {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::Infaas,
         Self::AlwaysBest,
         Self::Clipper,
@@ -83,6 +87,7 @@ impl DriftScheme {
         Self::Plain,
         Self::Cocktail,
         Self::CocktailSoft,
+        Self::CocktailPaced,
         Self::Oracle,
     ];
 
@@ -96,6 +101,7 @@ impl DriftScheme {
             Self::Plain => "plain re-selection",
             Self::Cocktail => "Cocktail (tracking)",
             Self::CocktailSoft => "Cocktail (tracking, soft)",
+            Self::CocktailPaced => "Cocktail (tracking, paced)",
             Self::Oracle => "oracle",
         }
     }
@@ -112,7 +118,12 @@ impl DriftScheme {
     pub fn learns(self) -> bool {
         matches!(
             self,
-            Self::Plain | Self::Cocktail | Self::CocktailSoft | Self::CocktailO2 | Self::CocktailM
+            Self::Plain
+                | Self::Cocktail
+                | Self::CocktailSoft
+                | Self::CocktailPaced
+                | Self::CocktailO2
+                | Self::CocktailM
         )
     }
 }
@@ -183,6 +194,9 @@ pub struct DriftResult {
     pub accuracy_met_after_shifts: f64,
     /// Re-selections the shift check started.
     pub shifts: u64,
+    /// Requests served while a paced mix of two choices was in place
+    /// (`TrackingConfig::pace`).
+    pub paced: u64,
     /// Per phase change (every phase but the very first): the requests from the change
     /// until the scheme first served a choice adapted to the new phase (one whose accuracy
     /// on the phase's items meets the target, or is within a point of the best any choice
@@ -492,9 +506,10 @@ fn replay(
     };
     let mut learner = match scheme {
         DriftScheme::Plain => tracking(TrackingConfig::plain()),
-        DriftScheme::Cocktail | DriftScheme::CocktailSoft => {
+        DriftScheme::Cocktail | DriftScheme::CocktailSoft | DriftScheme::CocktailPaced => {
             tracking(tracking_config.unwrap_or(TrackingConfig {
                 rule,
+                pace: scheme == DriftScheme::CocktailPaced,
                 ..TrackingConfig::cocktail()
             }))
         }
@@ -518,6 +533,7 @@ fn replay(
     let mut adapted_at: Option<u64> = None;
     let mut adapted = HashMap::new();
     let mut lags = Vec::new();
+    let mut paced = 0;
     let total = schedule.requests() as u64;
     let phase_len = schedule.phase_requests.max(1) as u64;
     for (k, (&item, &labelled)) in (0..total).zip(items.iter().zip(&labelled)) {
@@ -526,6 +542,7 @@ fn replay(
         if let Some(l) = &mut learner {
             l.deliver(&mut pending, k, world, &all);
         }
+        paced += u64::from(learner.as_ref().is_some_and(Learner::paced));
         let members: Vec<usize> = match (scheme, &learner) {
             (_, Some(l)) => l.members().to_vec(),
             (DriftScheme::Infaas, _) => first.clone(),
@@ -594,6 +611,7 @@ fn replay(
         shadow_us: shadow_ms * 1000.0 / n,
         accuracy_met_after_shifts: after_shifts.1 as f64 / after_shifts.0.max(1) as f64,
         shifts: learner.as_ref().map_or(0, Learner::shifts),
+        paced,
         lags,
         phases: schedule
             .phases

@@ -77,6 +77,14 @@ impl Learner {
         }
     }
 
+    /// Whether a paced mix of two choices serves now (`TrackingConfig::pace`).
+    pub fn paced(&self) -> bool {
+        match self {
+            Self::Tracker(t) => t.mix().is_some(),
+            Self::Ensemble { .. } => false,
+        }
+    }
+
     /// Re-selections the tracker's shift check started.
     pub fn shifts(&self) -> u64 {
         match self {

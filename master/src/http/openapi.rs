@@ -94,6 +94,7 @@ use super::views;
         views::FeedbackApplied,
         views::EnsembleList,
         views::EnsembleView,
+        views::PacedView,
         views::WorkerList,
         views::PoolList,
         views::InstanceList,

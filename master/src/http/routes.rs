@@ -20,7 +20,7 @@ use super::present::{self, provenance};
 use super::views::{
     Classified, ClassifyForm, ClassifyRequest, DecisionList, EnsembleList, EnsembleView, Feedback,
     FeedbackApplied, InstanceList, ItemVote, Limit, MAX_MIX_COUNT, MembersFailed, MixChanged,
-    MixRequest, ModelSummary, PoolList, TaskList, TaskSummary, WorkerList,
+    MixRequest, ModelSummary, PacedView, PoolList, TaskList, TaskSummary, WorkerList,
 };
 use crate::access::Access;
 use crate::resources::controller::{Controller, CostReport};
@@ -422,6 +422,11 @@ pub async fn ensembles(state: web::Data<AppState>) -> HttpResponse {
                 window_labelled: s.window_labelled(),
                 window_accuracy: s.window_accuracy(),
                 measured_items: s.remembered(),
+                paced: s.mix().map(|(lo, hi, share)| PacedView {
+                    cheaper: names(lo),
+                    dearer: names(hi),
+                    dearer_share: share,
+                }),
                 key: key.to_string(),
             }
         })

@@ -251,6 +251,20 @@ pub struct EnsembleView {
     pub window_accuracy: Option<f64>,
     /// Labelled items kept with every candidate's answer (`--selection measured`).
     pub measured_items: usize,
+    /// Under `--selection tracking --pace`, the two choices served in turn (`members` is
+    /// the one serving now).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paced: Option<PacedView>,
+}
+
+/// A paced mix: the cheaper choice, short of the target, and the dearer one that clears
+/// it, in the shares that meet it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PacedView {
+    pub cheaper: Vec<String>,
+    pub dearer: Vec<String>,
+    /// The share of requests the dearer choice serves.
+    pub dearer_share: f64,
 }
 
 /// `GET /v1/workers`.

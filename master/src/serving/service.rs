@@ -222,7 +222,7 @@ impl Master {
             let (task, state) = (keyed.task, keyed.state);
             let (latency_ms, members) = {
                 let s = state.lock();
-                (s.constraint.latency_ms, s.members.clone())
+                (s.constraint.latency_ms, s.in_use())
             };
             for model in members.iter().filter_map(|&m| task.models.get(m)) {
                 in_use

@@ -68,19 +68,7 @@ fn outputs(body: &Value, name: &str) -> Vec<Value> {
 }
 
 async fn metric(cluster: &Cluster, name_and_labels: &str) -> f64 {
-    let text = cluster
-        .client
-        .get(cluster.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(name_and_labels))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    cluster.metric(name_and_labels).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

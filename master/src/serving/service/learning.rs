@@ -71,11 +71,15 @@ impl Master {
         if self.config.selection.rule == Rule::Tracking {
             // The candidates read the registry: not under the key's lock.
             let models = self.served(&resolved.task);
-            let change = {
+            let (change, paced) = {
                 let mut s = state.lock();
                 let window_accuracy = s.window_accuracy();
-                s.served(&models).map(|change| (change, window_accuracy))
+                let change = s.served(&models).map(|change| (change, window_accuracy));
+                (change, s.mix().is_some())
             };
+            if paced {
+                metrics::counter!("cocktail_master_paced_requests_total").increment(1);
+            }
             if let Some((change, window_accuracy)) = change {
                 self.announce(
                     &resolved.task,
