@@ -123,6 +123,9 @@ pub struct SimArgs {
     /// How Cocktail chooses ensembles, as the master's `--selection`.
     #[arg(long, value_enum, default_value_t = Rule::Cocktail)]
     pub selection: Rule,
+    /// Under `--selection tracking`, pace mixes of two choices, as the master's `--pace`.
+    #[arg(long)]
+    pub pace: bool,
     /// Write results.json, results.csv and results.md here.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -167,6 +170,7 @@ pub fn configs(args: &SimArgs, rates: &[f64]) -> anyhow::Result<Vec<SimConfig>> 
             config.failure = failure;
             config.o2_interval_requests = args.interval_requests;
             config.selection.rule = args.selection;
+            config.pace = args.pace;
             config
         })
         .collect())

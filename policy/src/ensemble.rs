@@ -372,13 +372,17 @@ pub fn tightest_targets<'a>(
     targets
 }
 
-/// [`tightest_targets`] of the ensembles' constraints and members: `Some` exactly for the
-/// models in use.
+/// [`tightest_targets`] of the ensembles' constraints and the models they use (both
+/// sides of a paced mix, [`Ensemble::in_use`]): `Some` exactly for the models in use.
 pub fn targets_of(ensembles: &[Ensemble], models: usize) -> Vec<Option<f64>> {
+    let in_use: Vec<(f64, Vec<usize>)> = ensembles
+        .iter()
+        .map(|e| (e.constraint.latency_ms, e.in_use()))
+        .collect();
     tightest_targets(
-        ensembles
+        in_use
             .iter()
-            .map(|e| (e.constraint.latency_ms, e.members.as_slice())),
+            .map(|(latency_ms, m)| (*latency_ms, m.as_slice())),
         models,
     )
 }

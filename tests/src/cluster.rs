@@ -455,7 +455,7 @@ impl Cluster {
         text.lines()
             .filter(|l| l.starts_with(name_and_labels))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+            .fold(0.0, |sum, v| sum + v)
     }
 
     /// POSTs JSON, as a worker to the control plane (`/v1/workers/...`: the cluster

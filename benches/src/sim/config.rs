@@ -139,6 +139,9 @@ pub struct SimConfig {
     /// modelled).
     pub shadow_every: u64,
     pub selection: SelectionConfig,
+    /// Under tracking, pace mixes of two choices, as the master's `--pace`
+    /// (`TrackingConfig::pace`).
+    pub pace: bool,
     pub autoscale: AutoscaleConfig,
     /// Time-series resolution (seconds).
     pub bucket_s: f64,
@@ -202,6 +205,7 @@ impl SimConfig {
             per_type_latency: false,
             shadow_every: 20,
             selection: SelectionConfig::default(),
+            pace: false,
             autoscale: AutoscaleConfig::default(),
             bucket_s: 60.0,
             instance_types: Vec::new(),
