@@ -253,15 +253,19 @@ impl Ensemble {
         let tracker = self.tracker.as_mut()?;
         let why = tracker.served(models, &self.constraint);
         let chosen = tracker.members();
-        if chosen.is_empty() || chosen == self.members {
+        if chosen.is_empty() {
             return None;
         }
         let Some(why) = why else {
-            // A paced mix's turn of its other side: the same choice, no new generation.
-            chosen.clone_into(&mut self.members);
+            // No new choice; under a paced mix, maybe the turn of its other side: no new
+            // generation either.
+            if chosen != self.members {
+                chosen.clone_into(&mut self.members);
+            }
             return None;
         };
-        if same_members(chosen, &self.members) {
+        // A new mix is a new choice even when the side it starts with serves now.
+        if tracker.mix().is_none() && same_members(chosen, &self.members) {
             return None;
         }
         let chosen = chosen.to_vec();
