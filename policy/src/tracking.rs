@@ -335,7 +335,8 @@ impl Tracker {
             }
         }
         if let Some((members, _)) = cheapest_meeting {
-            return Mix::cheapest(&scored, needed).unwrap_or(Choice::One(members));
+            let alone = cost(&members);
+            return Mix::cheapest(&scored, needed, alone).map_or(Choice::One(members), Choice::Mix);
         }
         // Nothing meets it. Out of 32 or more choices, the one most accurate on a window
         // of 50 to 200 items is often a cheap vote that was lucky on it; when the window
@@ -380,13 +381,8 @@ struct Mix {
 impl Mix {
     /// Of `scored` (members, cost, accuracy on the window), the pair of a choice short of
     /// `needed` and one that meets it whose mix reaches `needed` at the least cost, when
-    /// that is cheaper than any choice meeting it alone.
-    fn cheapest(scored: &[(Vec<usize>, f64, f64)], needed: f64) -> Option<Choice> {
-        let alone = scored
-            .iter()
-            .filter(|(_, _, a)| *a >= needed)
-            .map(|(_, c, _)| *c)
-            .min_by(f64::total_cmp)?;
+    /// that is cheaper than `alone`, the cost of the cheapest choice meeting it.
+    fn cheapest(scored: &[(Vec<usize>, f64, f64)], needed: f64, alone: f64) -> Option<Self> {
         let mut best: Option<(f64, &Vec<usize>, &Vec<usize>, f64)> = None;
         for (hi, c_hi, a_hi) in scored.iter().filter(|(_, _, a)| *a >= needed) {
             for (lo, c_lo, a_lo) in scored.iter().filter(|(_, c, a)| *a < needed && c < c_hi) {
@@ -398,12 +394,12 @@ impl Mix {
             }
         }
         let (_, lo, hi, share) = best?;
-        Some(Choice::Mix(Mix {
+        Some(Self {
             lo: lo.clone(),
             hi: hi.clone(),
             share,
             credit: 0.0,
-        }))
+        })
     }
 
     /// The choice the next request is served by.
@@ -705,8 +701,9 @@ mod tests {
         let mix = Mix::cheapest(
             &scored(&[(0, 1.0, 0.7), (1, 11.0, 0.9), (2, 8.0, 0.81)]),
             0.8,
+            8.0,
         );
-        let Some(Choice::Mix(mix)) = mix else {
+        let Some(mix) = mix else {
             panic!("{mix:?}");
         };
         assert_eq!((mix.lo.as_slice(), mix.hi.as_slice()), (&[0][..], &[1][..]));
@@ -714,12 +711,16 @@ mod tests {
         assert_eq!(
             Mix::cheapest(
                 &scored(&[(0, 1.0, 0.7), (1, 11.0, 0.9), (2, 5.0, 0.8)]),
-                0.8
+                0.8,
+                5.0
             ),
             None
         );
         // Nothing meets the target: no mix does either.
-        assert_eq!(Mix::cheapest(&scored(&[(0, 1.0, 0.7)]), 0.8), None);
+        assert_eq!(
+            Mix::cheapest(&scored(&[(0, 1.0, 0.7)]), 0.8, f64::INFINITY),
+            None
+        );
     }
 
     #[test]

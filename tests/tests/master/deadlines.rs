@@ -139,11 +139,9 @@ async fn a_member_on_a_hung_instance_is_hedged_on_another_instance_of_its_pool()
         assert_eq!(answer["parameters"]["models"], json!(["dwsep"]), "{answer}");
         statuses.push(status);
     }
-    let hedged = metric(
-        &cluster,
-        "cocktail_master_hedges_total{model=\"dwsep\",on=\"instance\"}",
-    )
-    .await;
+    let hedged = cluster
+        .metric("cocktail_master_hedges_total{model=\"dwsep\",on=\"instance\"}")
+        .await;
     signal(stopped, Signal::SIGCONT);
     println!("statuses {statuses:?}, {hedged} hedged on the other instance");
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");

@@ -47,7 +47,9 @@ async fn concurrent_calls_to_one_worker_are_joined_and_each_request_gets_its_own
         "the images must not all get one class, or a mix-up could not show: {alone:?}"
     );
 
-    let joined_before = metric(&cluster, "cocktail_master_member_calls_joined_total").await;
+    let joined_before = cluster
+        .metric("cocktail_master_member_calls_joined_total")
+        .await;
     for _ in 0..ROUNDS {
         let answers = futures_util::future::join_all(images.iter().map(|image| {
             let request = pinned(std::slice::from_ref(image));
@@ -66,8 +68,10 @@ async fn concurrent_calls_to_one_worker_are_joined_and_each_request_gets_its_own
             );
         }
     }
-    let joined =
-        metric(&cluster, "cocktail_master_member_calls_joined_total").await - joined_before;
+    let joined = cluster
+        .metric("cocktail_master_member_calls_joined_total")
+        .await
+        - joined_before;
     assert!(
         joined >= 2.0,
         "{} concurrent calls to one worker, none joined",
@@ -80,9 +84,13 @@ async fn a_bad_input_in_a_joined_call_fails_only_its_own_request() {
     let cluster = Cluster::start(&[], &["mlp_med"]).await;
     let (images, _) = fashion_images(CLIENTS - 1);
     let undecodable = "bm90IGFuIGltYWdl".to_owned();
-    let joined_before = metric(&cluster, "cocktail_master_member_calls_joined_total").await;
+    let joined_before = cluster
+        .metric("cocktail_master_member_calls_joined_total")
+        .await;
     assert_eq!(
-        metric(&cluster, "cocktail_master_joined_calls_refused_total").await,
+        cluster
+            .metric("cocktail_master_joined_calls_refused_total")
+            .await,
         0.0
     );
     let mut bad_answers = 0;
@@ -108,9 +116,13 @@ async fn a_bad_input_in_a_joined_call_fails_only_its_own_request() {
         }
     }
     assert_eq!(bad_answers, ROUNDS);
-    let joined =
-        metric(&cluster, "cocktail_master_member_calls_joined_total").await - joined_before;
-    let split = metric(&cluster, "cocktail_master_joined_calls_refused_total").await;
+    let joined = cluster
+        .metric("cocktail_master_member_calls_joined_total")
+        .await
+        - joined_before;
+    let split = cluster
+        .metric("cocktail_master_joined_calls_refused_total")
+        .await;
     assert!(
         joined >= 2.0 && split >= 1.0,
         "the bad image never went in a joined call ({joined} calls joined, {split} joined calls refused): the test shows nothing"

@@ -67,10 +67,6 @@ fn outputs(body: &Value, name: &str) -> Vec<Value> {
         .clone()
 }
 
-async fn metric(cluster: &Cluster, name_and_labels: &str) -> f64 {
-    cluster.metric(name_and_labels).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_and_a_sentence_are_classified_by_ensembles_shared_through_redis() {
     let redis = Redis::start().await;
@@ -214,11 +210,20 @@ async fn an_image_and_a_sentence_are_classified_by_ensembles_shared_through_redi
         .await;
     assert_eq!(status, 200, "{fed}");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while metric(&cluster, "cocktail_master_labels_total{kind=\"pseudo\"}").await < 1.0 {
+    while cluster
+        .metric("cocktail_master_labels_total{kind=\"pseudo\"}")
+        .await
+        < 1.0
+    {
         assert!(Instant::now() < deadline, "no pseudo-label was recorded");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(metric(&cluster, "cocktail_master_labels_total{kind=\"real\"}").await >= 1.0);
+    assert!(
+        cluster
+            .metric("cocktail_master_labels_total{kind=\"real\"}")
+            .await
+            >= 1.0
+    );
 
     // The API describes itself.
     let openapi = cluster.get("/openapi.json").await;
@@ -523,7 +528,7 @@ async fn requests_keep_succeeding_when_redis_stops() {
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["parameters"]["degraded"], false, "{body}");
     }
-    let errors = metric(&cluster, "cocktail_master_cache_errors_total").await;
+    let errors = cluster.metric("cocktail_master_cache_errors_total").await;
     println!("cache errors while Redis was down: {errors}");
     assert!(errors >= 1.0, "Redis failures must be counted");
 }
@@ -584,7 +589,7 @@ async fn a_full_pool_spills_to_its_burst_instance() {
     for lane in lanes {
         assert!(lane.await.unwrap().iter().all(|s| *s == 200));
     }
-    let spills = metric(&cluster, "cocktail_master_burst_spills_total").await;
+    let spills = cluster.metric("cocktail_master_burst_spills_total").await;
     println!("{spills} of 160 requests spilled to the burst instance");
     assert!(spills > 0.0 && spills < 160.0, "{spills}");
 }

@@ -15,7 +15,7 @@ use cocktail_tests::cluster::{Cluster, eventually, image_request};
 use cocktail_tests::zoo_manifest;
 use serde_json::json;
 
-use super::{FIRST_SCORED, fashion_images, metric};
+use super::{FIRST_SCORED, fashion_images};
 
 /// `GET /v2/models`' fashion models, by name: (profiled latency, predicted response time).
 async fn response_times(cluster: &Cluster) -> Vec<(String, f64, Option<f64>)> {
@@ -89,7 +89,7 @@ async fn predicted_response_times_come_from_measured_calls_and_late_answers_are_
     // violation. (A target halfway to the measured response time was met by some calls
     // on a loaded machine: one call's time varies by more than half of it.)
     let target = profiled + 0.01;
-    let violations = metric(&cluster, "cocktail_master_slo_violations_total").await;
+    let violations = cluster.metric("cocktail_master_slo_violations_total").await;
     let (status, body) = cluster
         .post(
             "/v2/models/fashion/infer",
@@ -102,7 +102,7 @@ async fn predicted_response_times_come_from_measured_calls_and_late_answers_are_
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["parameters"]["latency_met"], false, "{body}");
     assert_eq!(
-        metric(&cluster, "cocktail_master_slo_violations_total").await,
+        cluster.metric("cocktail_master_slo_violations_total").await,
         violations + 1.0
     );
 }
