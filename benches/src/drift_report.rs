@@ -401,8 +401,8 @@ pub fn settings() -> String {
         "Both re-select every {} requests on their last {} labelled items (each with every candidate's \
          answer, from shadow calls on labelled requests: their inference is the `shadow` column, kept out \
          of models/request), choosing the cheapest single model or odd vote of up to {} that meets the \
-         target on those items, else the most accurate on them (`policy::tracking`). Plain re-selection \
-         does no more. Cocktail (`TrackingConfig::cocktail`) also asks a choice to \
+         target on those items (of two that cost the same, the more accurate), else the most accurate \
+         on them (`policy::tracking`). Plain re-selection does no more. Cocktail (`TrackingConfig::cocktail`) also asks a choice to \
          clear the target by {} standard errors of the window; re-selects at once, on the last {} labels \
          only, when the served ensemble falls {} standard error below the target on them (a shift); \
          forgets labels older than {} requests; with fewer than {} labels serves the most accurate \

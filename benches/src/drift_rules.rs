@@ -118,8 +118,9 @@ impl Sweep {
              longest adaptation lag in intervals (plain re-selection's are in the tables above). The row \
              at margin {} with every rule is Cocktail (tracking) above, and with every rule, paced, \
              Cocktail (tracking, paced). The sweep explains the goal; it changed none of Cocktail's \
-             settings (the margin 0.75 was added to it after pacing was first swept, to show where \
-             pacing crosses plain re-selection's inference).\n\n| margin (standard errors) | rules | {} |\n|---:|---|{}\n| - | plain re-selection | {} |\n",
+             settings (the margin 0.75 was added to it after pacing was first swept, where pacing \
+             crossed plain re-selection's inference before ties in cost went to the more accurate \
+             choice).\n\n| margin (standard errors) | rules | {} |\n|---:|---|{}\n| - | plain re-selection | {} |\n",
             TrackingConfig::cocktail().margin_z,
             drift::FEEDBACK.map(label).join(" | "),
             "---:|".repeat(drift::FEEDBACK.len()),

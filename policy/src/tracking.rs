@@ -321,7 +321,11 @@ impl Tracker {
                 if self.config.pace {
                     scored.push((members.clone(), c, accuracy));
                 }
-                if accuracy >= needed && cheapest_meeting.as_ref().is_none_or(|(m, _)| c < cost(m))
+                // Cheapest; ties to the more accurate (two models can profile alike).
+                if accuracy >= needed
+                    && cheapest_meeting
+                        .as_ref()
+                        .is_none_or(|(m, a)| c < cost(m) || (c == cost(m) && accuracy > *a))
                 {
                     cheapest_meeting = Some((members.clone(), accuracy));
                 }
@@ -689,6 +693,21 @@ mod tests {
             changes += usize::from(tracker.served(&models, &constraint()).is_some());
         }
         assert_eq!(changes, 0);
+    }
+
+    #[test]
+    fn of_two_choices_that_cost_the_same_the_more_accurate_serves() {
+        // Models 0 and 1 profile alike; on the window 0 is right on 80 % of the items,
+        // 1 on 90 %: both meet 0.8, and 1 serves, whichever of them came first.
+        let mut models = models();
+        models[1].latency_ms = models[0].latency_ms;
+        const ALIKE: [fn(usize) -> bool; 3] = [|k| k % 10 < 8, |k| k % 10 < 9, |k| k % 10 < 9];
+        let mut tracker = Tracker::new(TrackingConfig::plain(), vec![2]);
+        for k in 0..200 {
+            tracker.label(k as u64 + 1, item(k, ALIKE));
+            tracker.served(&models, &constraint());
+        }
+        assert_eq!(tracker.members(), [1]);
     }
 
     #[test]
