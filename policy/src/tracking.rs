@@ -323,16 +323,16 @@ impl Tracker {
                 }
                 // Cheapest; ties to the more accurate (two models can profile alike).
                 if accuracy >= needed
-                    && cheapest_meeting
-                        .as_ref()
-                        .is_none_or(|(m, a)| c < cost(m) || (c == cost(m) && accuracy > *a))
+                    && cheapest_meeting.as_ref().is_none_or(|(m, a)| {
+                        c.total_cmp(&cost(m)).then(a.total_cmp(&accuracy)).is_lt()
+                    })
                 {
                     cheapest_meeting = Some((members.clone(), accuracy));
                 }
                 // Most accurate; ties to the cheaper.
                 if best
                     .as_ref()
-                    .is_none_or(|(m, a)| accuracy > *a || (accuracy == *a && c < cost(m)))
+                    .is_none_or(|(m, a)| a.total_cmp(&accuracy).then(c.total_cmp(&cost(m))).is_lt())
                 {
                     best = Some((members, accuracy));
                 }
