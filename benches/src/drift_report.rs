@@ -39,10 +39,11 @@ pub(crate) fn find(
 }
 
 /// Cocktail's selections and votes, in the order a tie between them goes to.
-const COCKTAIL: [DriftScheme; 5] = [
+const COCKTAIL: [DriftScheme; 6] = [
     DriftScheme::Cocktail,
     DriftScheme::CocktailSoft,
     DriftScheme::CocktailPaced,
+    DriftScheme::CocktailTuned,
     DriftScheme::CocktailO2,
     DriftScheme::CocktailM,
 ];
@@ -224,8 +225,9 @@ pub fn section(dw: &DriftWorld<'_>, results: &[DriftResult], seed: u64) -> Strin
             };
             let _ = writeln!(
                 s,
-                "| {} | {:.1} % | {:.1} % | {:.2} % | {:.2} | {:.1} | {:.1} | {} | {} |",
+                "| {}{} | {:.1} % | {:.1} % | {:.2} % | {:.2} | {:.1} | {:.1} | {} | {} |",
                 r.scheme,
+                r.tuned.map_or(String::new(), |k| format!(" (`{k}`)")),
                 r.accuracy_met * 100.0,
                 r.accuracy_met_after_shifts * 100.0,
                 r.accuracy * 100.0,
@@ -417,7 +419,14 @@ pub fn settings() -> String {
          Cocktail (tracking, paced) is Cocktail (tracking) with `TrackingConfig::pace` (`--pace` live, \
          checked the same way): when a cheaper choice falls short of the target (with its margin) and a \
          dearer one clears it, it serves the two in turn, in the shares whose mix meets it at the least \
-         cost, if that costs less than the cheapest single choice that meets it. Cocktail (O1/O2) \
+         cost, if that costs less than the cheapest single choice that meets it. Cocktail (tracking, \
+         tuned) is Cocktail (tracking) with the margin, shift check and pacing an operator sets \
+         (`--tracking-margin`, `--no-shift-check`, `--pace`) tuned, per label setting, on a replay of \
+         the same schedule drawn from the first half of the test set (never scored): of margins {:?} \
+         with and without the shift check, paced or not, the setting that met the target most often \
+         there at no more inference than plain re-selection there (`benches/src/sim/tuning.rs`); its \
+         rows name the setting chosen. A shifted schedule (`fashion-corruptions`) has no such half: \
+         its corrupted copies are of the scored half only. Cocktail (O1/O2) \
          is the paper's selection as the live master runs it by default (`policy::ensemble`): O1 on the \
          recorded answers, then O2 on the window of labelled outcomes every {} requests \
          (checked live the same way); Cocktail-M \
@@ -432,6 +441,7 @@ pub fn settings() -> String {
         c.max_age.unwrap_or(0),
         c.min_items,
         c.prefer_profile_z.unwrap_or(0.0),
+        crate::sim::tuning::MARGINS,
         c.interval,
     )
 }
@@ -565,7 +575,10 @@ pub fn generate(
 
 /// Runs in [`generate`].
 pub fn runs() -> u64 {
-    drift::runs() * crate::workload::drift::ALL.len() as u64
+    crate::workload::drift::ALL
+        .into_iter()
+        .map(drift::runs)
+        .sum()
 }
 
 /// The heading of the section the full page puts after the drift section
@@ -645,6 +658,7 @@ mod tests {
             accuracy_met_after_shifts: met,
             shifts: 0,
             paced: 0,
+            tuned: None,
             lags: vec![0],
             phases: Vec::new(),
             series: Vec::new(),

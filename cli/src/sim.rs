@@ -13,6 +13,7 @@ use cocktail_benches::{drift_report, drift_rules, report};
 use cocktail_common::Zoo;
 use cocktail_policy::predict::Statistical;
 use cocktail_policy::selection::Rule;
+use cocktail_policy::tracking::Knobs;
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// The load both `sim` and `loadgen` replay.
@@ -126,12 +127,20 @@ pub struct SimArgs {
     /// Under `--selection tracking`, pace mixes of two choices, as the master's `--pace`.
     #[arg(long)]
     pub pace: bool,
+    /// Under `--selection tracking`, the margin in standard errors, as the master's
+    /// `--tracking-margin`.
+    #[arg(long, default_value_t = Knobs::default().margin_z)]
+    pub tracking_margin: f64,
+    /// Under `--selection tracking`, no shift check, as the master's `--no-shift-check`.
+    #[arg(long)]
+    pub no_shift_check: bool,
     /// Write results.json, results.csv and results.md here.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Replay a drift schedule instead of a trace: every selection scheme (InFaaS,
     /// always-best, Clipper, Cocktail's O1/O2, measured selection, plain re-selection,
-    /// Cocktail's tracking by majority and soft vote, the oracle) under every label
+    /// Cocktail's tracking by majority and soft vote, paced, and tuned on the held-out
+    /// half, the oracle) under every label
     /// setting, on the schedule's task (the trace flags other than --seed are ignored).
     #[arg(
         long,
@@ -156,6 +165,13 @@ pub fn configs(args: &SimArgs, rates: &[f64]) -> anyhow::Result<Vec<SimConfig>> 
             }
         })
         .transpose()?;
+    if !(0.0..=Knobs::MAX_MARGIN_Z).contains(&args.tracking_margin) {
+        anyhow::bail!(
+            "`--tracking-margin` must be 0 to {} standard errors; given {}",
+            Knobs::MAX_MARGIN_Z,
+            args.tracking_margin
+        );
+    }
     Ok(args
         .schemes
         .iter()
@@ -170,7 +186,11 @@ pub fn configs(args: &SimArgs, rates: &[f64]) -> anyhow::Result<Vec<SimConfig>> 
             config.failure = failure;
             config.o2_interval_requests = args.interval_requests;
             config.selection.rule = args.selection;
-            config.pace = args.pace;
+            config.knobs = Knobs {
+                margin_z: args.tracking_margin,
+                shift_check: !args.no_shift_check,
+                pace: args.pace,
+            };
             config
         })
         .collect())
@@ -226,7 +246,7 @@ fn run_drift(zoo: &Zoo, name: &str, args: &SimArgs) -> anyhow::Result<()> {
         drift::named(name).with_context(|| format!("`--drift`: no schedule `{name}`"))?;
     let world = World::load(zoo, schedule.task)?;
     let bound = DriftWorld::new(zoo, &world, schedule)?;
-    let bar = ProgressBar::new(sim::drift::runs()).with_style(
+    let bar = ProgressBar::new(sim::drift::runs(schedule)).with_style(
         ProgressStyle::with_template("{msg:>40} [{bar:40}] {pos}/{len} runs ({elapsed})")?
             .progress_chars("=> "),
     );

@@ -8,7 +8,7 @@ use cocktail_common::latency::HopSlots;
 use cocktail_policy::autoscale::AutoscaleConfig;
 
 use cocktail_policy::selection::{Rule, SelectionConfig};
-use cocktail_policy::tracking::TrackingConfig;
+use cocktail_policy::tracking::{Knobs, TrackingConfig};
 use cocktail_policy::voting::Scheme;
 
 /// `--join-calls-us`'s default: a millisecond, the resolution of tokio's timer (a shorter
@@ -65,9 +65,9 @@ pub struct MasterConfig {
     /// candidates outside the ensemble, to fill the constraint's buffer or its tracker's
     /// window once its label is known (0: never).
     pub shadow_every: u64,
-    /// Under `--selection tracking`, serve the cheapest mix of two choices that meets the
-    /// target, in turn (`TrackingConfig::pace`).
-    pub pace: bool,
+    /// Under `--selection tracking`, the margin, shift check and pacing of each
+    /// constraint's tracker (`--tracking-margin`, `--no-shift-check`, `--pace`).
+    pub knobs: Knobs,
     /// Answered requests remembered for `/v1/feedback`.
     pub feedback_capacity: usize,
     pub http_workers: usize,
@@ -114,7 +114,7 @@ impl MasterConfig {
             Interval::Every(_) => None,
         };
         (self.selection.rule == Rule::Tracking)
-            .then(|| TrackingConfig::serving(self.scheme.rule(), interval, self.pace))
+            .then(|| TrackingConfig::serving(self.scheme.rule(), interval, self.knobs))
     }
 }
 
@@ -133,7 +133,7 @@ impl Default for MasterConfig {
             weight_prior: 100.0,
             pseudo_label_every: 10,
             shadow_every: 20,
-            pace: false,
+            knobs: Knobs::default(),
             feedback_capacity: 65_536,
             http_workers: 2,
             speed_scale: 1.0,

@@ -21,6 +21,7 @@ use cocktail_master::serving::usage::RECENT_OUTCOMES;
 use cocktail_master::{Interval, MasterConfig};
 use cocktail_policy::predict::PredictorKind;
 use cocktail_policy::selection::{Rule, SelectionConfig};
+use cocktail_policy::tracking::Knobs;
 use cocktail_policy::voting::Scheme;
 use cocktail_service::config_file::{self, ConfigArgs, ConfigError, Parsed, TESTING};
 use cocktail_service::net::{Net, NetArgs};
@@ -126,6 +127,15 @@ struct Args {
     /// cost, instead of the cheapest single choice that meets it.
     #[arg(long, env = "COCKTAIL_PACE")]
     pace: bool,
+    /// Under `--selection tracking`, the standard errors of the window's accuracy by which
+    /// a choice must clear the target (0: the target itself; 1.645: a one-sided 95 %
+    /// bound). A larger margin meets the target more often at more inference.
+    #[arg(long, env = "COCKTAIL_TRACKING_MARGIN", default_value_t = Knobs::default().margin_z)]
+    tracking_margin: f64,
+    /// Under `--selection tracking`, re-select only at the interval, not at once when the
+    /// latest labels fall below the target (the shift check).
+    #[arg(long, env = "COCKTAIL_NO_SHIFT_CHECK")]
+    no_shift_check: bool,
     /// HTTP worker threads.
     #[arg(long, env = "COCKTAIL_HTTP_WORKERS", default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     http_workers: usize,
@@ -429,6 +439,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     if args.accuracy_margin.is_nan() || args.accuracy_margin < 0.0 {
         anyhow::bail!("`--accuracy-margin` must not be negative");
     }
+    let knobs = tracking_knobs(&args)?;
     if !(args.resources.emulate_scale >= 1.0 && args.resources.emulate_scale.is_finite()) {
         anyhow::bail!("`--emulate-scale` must be a number of at least 1");
     }
@@ -463,7 +474,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         http_workers: args.http_workers,
         pseudo_label_every: args.pseudo_label_every,
         shadow_every: args.shadow_every,
-        pace: args.pace,
+        knobs,
         speed_scale,
         cluster_secret: Some(cluster_secret),
         tls_roots: net.roots.clone(),
@@ -616,6 +627,22 @@ fn access(
     Ok((access, cluster))
 }
 
+/// How each constraint's tracker is set under `--selection tracking`.
+fn tracking_knobs(args: &Args) -> anyhow::Result<Knobs> {
+    if !(0.0..=Knobs::MAX_MARGIN_Z).contains(&args.tracking_margin) {
+        anyhow::bail!(
+            "`--tracking-margin` must be 0 to {} standard errors; given {}",
+            Knobs::MAX_MARGIN_Z,
+            args.tracking_margin
+        );
+    }
+    Ok(Knobs {
+        margin_z: args.tracking_margin,
+        shift_check: !args.no_shift_check,
+        pace: args.pace,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory as _;
@@ -625,6 +652,38 @@ mod tests {
 
     fn parse(flags: &[&str]) -> Result<Args, clap::Error> {
         Args::try_parse_from(std::iter::once("cocktail-master").chain(flags.iter().copied()))
+    }
+
+    #[test]
+    fn the_tracking_flags_set_the_trackers_knobs() {
+        let knobs = |flags: &[&str]| tracking_knobs(&parse(flags).unwrap());
+        assert_eq!(knobs(&[]).unwrap(), Knobs::default());
+        let set = knobs(&["--tracking-margin", "0.5", "--no-shift-check", "--pace"]).unwrap();
+        assert_eq!(
+            set,
+            Knobs {
+                margin_z: 0.5,
+                shift_check: false,
+                pace: true,
+            }
+        );
+        let config = MasterConfig {
+            knobs: set,
+            selection: SelectionConfig {
+                rule: Rule::Tracking,
+                ..SelectionConfig::default()
+            },
+            ..MasterConfig::default()
+        };
+        let tracking = config.tracking().unwrap();
+        assert_eq!(
+            (tracking.margin_z, tracking.recent, tracking.pace),
+            (0.5, 0, true)
+        );
+        for bad in ["-0.1", "10.5", "NaN", "inf"] {
+            let error = knobs(&[&format!("--tracking-margin={bad}")]).unwrap_err();
+            assert!(error.to_string().contains("`--tracking-margin`"), "{error}");
+        }
     }
 
     #[test]

@@ -547,7 +547,10 @@ mod tests {
         e.track(crate::tracking::TrackingConfig::serving(
             crate::estimate::Rule::Majority,
             Some(100),
-            false,
+            crate::tracking::Knobs {
+                pace: false,
+                ..Default::default()
+            },
         ));
         // On this traffic the cheap model is always right and the accurate one never.
         let item = Labelled {
@@ -603,7 +606,10 @@ mod tests {
         e.track(crate::tracking::TrackingConfig::serving(
             crate::estimate::Rule::Majority,
             Some(100),
-            true,
+            crate::tracking::Knobs {
+                pace: true,
+                ..Default::default()
+            },
         ));
         let item = |k: usize| Labelled {
             label: 0,

@@ -91,13 +91,19 @@ impl TrackingConfig {
 
     /// Cocktail's tracking as the master and the simulator serve with it
     /// (`--selection tracking`): votes scored by `rule`, the one they are voted with,
-    /// a re-selection every `interval` requests (Cocktail's 100 when `None`), and
-    /// mixes paced when `pace` (`--pace`).
-    pub fn serving(rule: Rule, interval: Option<u64>, pace: bool) -> Self {
+    /// a re-selection every `interval` requests (Cocktail's 100 when `None`), and the
+    /// margin, shift check and pacing an operator set (`knobs`).
+    pub fn serving(rule: Rule, interval: Option<u64>, knobs: Knobs) -> Self {
         let cocktail = Self::cocktail();
         Self {
             rule,
-            pace,
+            pace: knobs.pace,
+            margin_z: knobs.margin_z,
+            recent: if knobs.shift_check {
+                cocktail.recent
+            } else {
+                0
+            },
             interval: interval.map_or(cocktail.interval, |n| n.max(1)),
             ..cocktail
         }
@@ -119,6 +125,50 @@ impl TrackingConfig {
             rule: Rule::Majority,
             pace: false,
         }
+    }
+}
+
+/// What an operator sets of a tracker (the master's `--tracking-margin`,
+/// `--no-shift-check` and `--pace`); the rest is [`TrackingConfig::cocktail`]'s. The drift
+/// replay tunes them on a held-out half of the test set (`benches/src/sim/tuning.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Knobs {
+    /// [`TrackingConfig::margin_z`].
+    pub margin_z: f64,
+    /// Whether the shift check runs (on [`TrackingConfig::cocktail`]'s `recent` items).
+    pub shift_check: bool,
+    /// [`TrackingConfig::pace`].
+    pub pace: bool,
+}
+
+impl Knobs {
+    /// The largest margin an operator may set: beyond 10 standard errors no choice ever
+    /// clears the target on a window of 200, and the tracker serves the most accurate.
+    pub const MAX_MARGIN_Z: f64 = 10.0;
+}
+
+impl Default for Knobs {
+    /// Cocktail's: its margin, the shift check, no pacing.
+    fn default() -> Self {
+        Self {
+            margin_z: TrackingConfig::cocktail().margin_z,
+            shift_check: true,
+            pace: false,
+        }
+    }
+}
+
+impl std::fmt::Display for Knobs {
+    /// As the master's flags that set them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "--tracking-margin {}", self.margin_z)?;
+        if !self.shift_check {
+            f.write_str(" --no-shift-check")?;
+        }
+        if self.pace {
+            f.write_str(" --pace")?;
+        }
+        Ok(())
     }
 }
 

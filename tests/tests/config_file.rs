@@ -201,6 +201,17 @@ fn unknown_keys_and_bad_values_are_refused_by_name() {
         error.contains("`--tls-cert` and `--tls-key` go together"),
         "{error}"
     );
+    // So is a tracking margin out of its range, flag or key.
+    for bad in ["-1", "11", "NaN"] {
+        let flag = format!("--tracking-margin={bad}");
+        let error = refused("cocktail-master", &["--port", "0", &flag]);
+        assert!(
+            error.contains(&format!(
+                "`--tracking-margin` must be 0 to 10 standard errors; given {bad}"
+            )),
+            "{bad}: {error}"
+        );
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -4,6 +4,7 @@ use cocktail_policy::autoscale::AutoscaleConfig;
 use cocktail_policy::control::ControlConfig;
 use cocktail_policy::predict::Statistical;
 use cocktail_policy::selection::{Rule, SelectionConfig};
+use cocktail_policy::tracking::Knobs;
 use serde::Serialize;
 
 use crate::workload::{self, Mix};
@@ -139,9 +140,9 @@ pub struct SimConfig {
     /// modelled).
     pub shadow_every: u64,
     pub selection: SelectionConfig,
-    /// Under tracking, pace mixes of two choices, as the master's `--pace`
-    /// (`TrackingConfig::pace`).
-    pub pace: bool,
+    /// Under tracking, the margin, shift check and pacing, as the master's
+    /// `--tracking-margin`, `--no-shift-check` and `--pace`.
+    pub knobs: Knobs,
     pub autoscale: AutoscaleConfig,
     /// Time-series resolution (seconds).
     pub bucket_s: f64,
@@ -205,7 +206,7 @@ impl SimConfig {
             per_type_latency: false,
             shadow_every: 20,
             selection: SelectionConfig::default(),
-            pace: false,
+            knobs: Knobs::default(),
             autoscale: AutoscaleConfig::default(),
             bucket_s: 60.0,
             instance_types: Vec::new(),

@@ -13,30 +13,27 @@
 //! `models/request`. What each learning scheme keeps between requests is in
 //! [`super::learner`].
 
-use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 
-use anyhow::Context as _;
-use cocktail_common::{Predictions, Zoo};
-use cocktail_policy::estimate::{Rule, combinations, majority_vote};
-use cocktail_policy::selection::{self, Constraint, Objective, SelectionConfig};
-use cocktail_policy::tracking::{Tracker, TrackingConfig};
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use cocktail_policy::estimate::{Rule, combinations};
+use cocktail_policy::selection::{self, SelectionConfig};
+use cocktail_policy::tracking::{Knobs, Tracker, TrackingConfig};
 use serde::Serialize;
 
 use super::World;
+pub use super::drift_world::DriftWorld;
+use super::drift_world::vote_right;
 use super::learner::{Learner, Pending};
 use super::result::Outcomes;
 use super::schemes::infaas_choice;
-use crate::workload::drift::{self as workload, Drift, GroupBy, Schedule};
+use crate::workload::drift::Schedule;
 
 /// Requests after each phase change that [`DriftResult::accuracy_met_after_shifts`]
 /// counts: a third of a phase, five windows of 200.
 pub const AFTER_SHIFT: usize = 1000;
 
 /// Largest vote the oracle and the trackers consider.
-const MAX_MEMBERS: usize = 5;
+pub(super) const MAX_MEMBERS: usize = 5;
 
 /// The schemes compared on a drift schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -71,6 +68,11 @@ pub enum DriftScheme {
     /// target at the least cost (`TrackingConfig::pace`, `--pace`).
     #[value(name = "Cocktail-paced")]
     CocktailPaced,
+    /// The same by majority, its margin, shift check and pacing tuned on the held-out
+    /// first half of the test set to meet the target most often within plain
+    /// re-selection's inference ([`super::tuning`]).
+    #[value(name = "Cocktail-tuned")]
+    CocktailTuned,
     /// Knows each phase and serves its cheapest single model or vote that meets the
     /// target on the phase's scored items.
     #[value(name = "oracle")]
@@ -78,7 +80,7 @@ pub enum DriftScheme {
 }
 
 impl DriftScheme {
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::Infaas,
         Self::AlwaysBest,
         Self::Clipper,
@@ -88,6 +90,7 @@ impl DriftScheme {
         Self::Cocktail,
         Self::CocktailSoft,
         Self::CocktailPaced,
+        Self::CocktailTuned,
         Self::Oracle,
     ];
 
@@ -102,6 +105,7 @@ impl DriftScheme {
             Self::Cocktail => "Cocktail (tracking)",
             Self::CocktailSoft => "Cocktail (tracking, soft)",
             Self::CocktailPaced => "Cocktail (tracking, paced)",
+            Self::CocktailTuned => "Cocktail (tracking, tuned)",
             Self::Oracle => "oracle",
         }
     }
@@ -114,6 +118,12 @@ impl DriftScheme {
         }
     }
 
+    /// Whether [`compare`] runs it on `schedule`: the tuned tracker only where there is a
+    /// held-out half to tune on.
+    pub fn runs_on(self, schedule: &Schedule) -> bool {
+        self != Self::CocktailTuned || schedule.has_held_out()
+    }
+
     /// Whether it learns from labels (and so runs once per label setting).
     pub fn learns(self) -> bool {
         matches!(
@@ -122,6 +132,7 @@ impl DriftScheme {
                 | Self::Cocktail
                 | Self::CocktailSoft
                 | Self::CocktailPaced
+                | Self::CocktailTuned
                 | Self::CocktailO2
                 | Self::CocktailM
         )
@@ -197,6 +208,8 @@ pub struct DriftResult {
     /// Requests served while a paced mix of two choices was in place
     /// (`TrackingConfig::pace`).
     pub paced: u64,
+    /// The settings [`DriftScheme::CocktailTuned`] was tuned to, as the master's flags.
+    pub tuned: Option<Knobs>,
     /// Per phase change (every phase but the very first): the requests from the change
     /// until the scheme first served a choice adapted to the new phase (one whose accuracy
     /// on the phase's items meets the target, or is within a point of the best any choice
@@ -208,247 +221,18 @@ pub struct DriftResult {
     pub series: Vec<(u64, f64, f64)>,
 }
 
-/// A schedule bound to a task: the world, the draw, and each item's group.
-#[derive(Debug)]
-pub struct DriftWorld<'a> {
-    /// The task's world; for a [`GroupBy::Shifted`] schedule, a copy with the shifted
-    /// items appended.
-    pub world: Cow<'a, World>,
-    pub drift: Drift,
-    /// The scored items of each of the schedule's groups, in the order it first uses them.
-    pub groups: Vec<(String, Vec<usize>)>,
-    /// The scored items of each phase, with their weight in the phase.
-    phase_items: Vec<Vec<(usize, f64)>>,
-    /// Per phase: the oracle's choice, and the best accuracy any choice reaches.
-    oracle: Vec<Vec<usize>>,
-    best_accuracy: Vec<f64>,
-}
-
-impl<'a> DriftWorld<'a> {
-    /// Binds `schedule` to `world` (the task's models and recorded answers).
-    pub fn new(zoo: &Zoo, world: &'a World, schedule: &'static Schedule) -> anyhow::Result<Self> {
-        anyhow::ensure!(
-            world.task == schedule.task,
-            "schedule `{}` draws from task `{}`, not `{}`",
-            schedule.name,
-            schedule.task,
-            world.task
-        );
-        let (first, n) = world.scored_items();
-        let mut world = Cow::Borrowed(world);
-        let groups: Vec<String> = match schedule.group_by {
-            GroupBy::Source => cocktail_common::testset::sources(zoo, &world.task)?
-                .ok_or_else(|| anyhow::anyhow!("task `{}` has no sources", world.task))?,
-            GroupBy::Class => {
-                let names = &zoo.task(&world.task)?.labels;
-                world
-                    .labels
-                    .iter()
-                    .map(|&l| names.get(usize::from(l)).cloned().unwrap_or_default())
-                    .collect()
-            }
-            GroupBy::Shifted(folder) => {
-                let shifted = world.to_mut();
-                let mut groups = vec![workload::CLEAN.to_owned(); shifted.labels.len()];
-                for group in schedule.groups() {
-                    if group == workload::CLEAN {
-                        continue;
-                    }
-                    let path = format!("{folder}/{group}.tsv.gz");
-                    let answers = Predictions::load(&zoo.resolve(&path))
-                        .map_err(anyhow::Error::from)
-                        .and_then(|p| {
-                            let vectors =
-                                super::world::load_probabilities(zoo, &path, &shifted.models, p.len())?;
-                            shifted.append(&p, vectors.as_ref())
-                        })
-                        .with_context(|| {
-                            format!(
-                                "schedule `{}`: the recorded answers on `{group}` (`{path}` in the zoo; models/build-zoo.sh records them)",
-                                schedule.name
-                            )
-                        });
-                    answers?;
-                    groups.resize(shifted.labels.len(), group.to_owned());
-                }
-                groups
-            }
-        };
-        anyhow::ensure!(
-            groups.len() == world.labels.len(),
-            "{} test items but {} recorded answers",
-            groups.len(),
-            world.labels.len()
-        );
-        // The clean scored half, and every shifted item after it.
-        let scored = first..first + n + world.shifted;
-        let drift = Drift::new(schedule, scored.clone(), |i| groups.get(i).cloned())?;
-        let by_group: Vec<(String, Vec<usize>)> = schedule
-            .groups()
-            .into_iter()
-            .map(|group| {
-                let items = scored
-                    .clone()
-                    .filter(|&i| groups.get(i).map(String::as_str) == Some(group))
-                    .collect();
-                (group.to_owned(), items)
-            })
-            .collect();
-        let items_of = |group: &str| {
-            by_group
-                .iter()
-                .find(|(g, _)| g == group)
-                .map_or(&[][..], |(_, items)| items.as_slice())
-        };
-        let phase_items: Vec<Vec<(usize, f64)>> = schedule
-            .phases
-            .iter()
-            .map(|phase| {
-                let total: f64 = phase.shares.iter().map(|(_, s)| s).sum();
-                phase
-                    .shares
-                    .iter()
-                    .flat_map(|&(group, share)| {
-                        let items = items_of(group);
-                        let weight = share / total / items.len().max(1) as f64;
-                        items.iter().map(move |&i| (i, weight))
-                    })
-                    .collect()
-            })
-            .collect();
-        let (oracle, best_accuracy) = oracle(&world, &phase_items, schedule.target)
-            .into_iter()
-            .unzip();
-        Ok(Self {
-            world,
-            drift,
-            groups: by_group,
-            phase_items,
-            oracle,
-            best_accuracy,
-        })
-    }
-
-    /// The requests every scheme sees for `seed`: each one's test item, and whether its
-    /// label comes back when a share `fraction` of the requests is labelled
-    /// (`cocktail loadgen --drift` sends the same requests).
-    pub fn requests(&self, seed: u64, fraction: f64) -> (Vec<usize>, Vec<bool>) {
-        let mut draws = SmallRng::seed_from_u64(seed);
-        let mut labels = SmallRng::seed_from_u64(seed ^ 0x1ABE1);
-        (0..self.drift.schedule.requests())
-            .map(|k| {
-                let item = self.drift.draw(&mut draws, k);
-                // Drawn for every request, so that every fraction sees the same draws.
-                (item, labels.random::<f64>() < fraction)
-            })
-            .unzip()
-    }
-
-    /// The schedule's one constraint: its target at any model's latency, served by the
-    /// fewest and fastest models that meet it (objective latency), as InFaaS and the
-    /// oracle serve it: O1 starts from the cheapest model whose profile meets the
-    /// target, not from the most accurate, and it is for the rest of the selection to
-    /// add what the traffic needs. (Until the O1/O2 and measured schemes joined the page
-    /// the objective was accuracy, which only set the trackers' first choice.)
-    pub fn constraint(&self) -> Constraint {
-        Constraint {
-            latency_ms: f64::INFINITY,
-            accuracy: self.drift.schedule.target,
-            objective: Objective::Latency,
-        }
-    }
-
-    /// The oracle's choice per phase: the cheapest single model or odd vote whose
-    /// accuracy on the phase's scored items meets the target; else the most accurate.
-    pub fn oracle(&self) -> &[Vec<usize>] {
-        &self.oracle
-    }
-
-    /// Whether `members` have adapted to phase `phase`: their accuracy on the phase's
-    /// items meets the target or, when no choice meets it there, is within a point of the
-    /// best any choice reaches. `seen` keeps the answers per (phase, members).
-    fn adapted(
-        &self,
-        phase: usize,
-        members: &[usize],
-        rule: Rule,
-        seen: &mut HashMap<(usize, Vec<usize>), bool>,
-    ) -> bool {
-        if let Some(&adapted) = seen.get(&(phase, members.to_vec())) {
-            return adapted;
-        }
-        let items = self.phase_items.get(phase).map_or(&[][..], Vec::as_slice);
-        let best = self.best_accuracy.get(phase).copied().unwrap_or(0.0);
-        let needed = self.drift.schedule.target.min(best - 0.01);
-        let adapted = accuracy_on(&self.world, items, members, rule) >= needed;
-        seen.insert((phase, members.to_vec()), adapted);
-        adapted
-    }
-}
-
-/// Per phase (its scored items with their weights): the oracle's choice, the cheapest
-/// single model or odd vote whose accuracy on the items meets `target`, else the most
-/// accurate; and the best accuracy any such choice reaches.
-fn oracle(world: &World, phase_items: &[Vec<(usize, f64)>], target: f64) -> Vec<(Vec<usize>, f64)> {
-    let models = &world.candidates;
-    let all: Vec<usize> = (0..models.len()).collect();
-    let cost = |m: &[usize]| -> f64 { m.iter().map(|&k| models[k].latency_ms).sum() };
-    phase_items
-        .iter()
-        .map(|items| {
-            let mut choices: Vec<(Vec<usize>, f64)> = (1..=MAX_MEMBERS.min(all.len()))
-                .step_by(2)
-                .flat_map(|k| combinations(&all, k))
-                .map(|m| {
-                    let accuracy = accuracy_on(world, items, &m, Rule::Majority);
-                    (m, accuracy)
-                })
-                .collect();
-            choices.sort_by(|a, b| cost(&a.0).total_cmp(&cost(&b.0)));
-            let best = choices.iter().map(|c| c.1).fold(0.0, f64::max);
-            let choice = choices
-                .iter()
-                .find(|(_, a)| *a >= target)
-                .or_else(|| choices.iter().max_by(|a, b| a.1.total_cmp(&b.1)))
-                .map(|(m, _)| m.clone())
-                .unwrap_or_default();
-            (choice, best)
-        })
-        .collect()
-}
-
-/// The weighted share of `items` on which the vote of `members` under `rule` is right.
-fn accuracy_on(world: &World, items: &[(usize, f64)], members: &[usize], rule: Rule) -> f64 {
-    items
-        .iter()
-        .map(|&(item, w)| w * f64::from(u8::from(vote_right(world, members, item, rule))))
-        .sum()
-}
-
-/// Whether the vote of `members` under `rule` is right on `item`: a plain majority (ties
-/// to the voter most accurate by profile), or the highest mean probability (wrong when a
-/// member's vector is not recorded).
-fn vote_right(world: &World, members: &[usize], item: usize, rule: Rule) -> bool {
-    let label = world.labels.get(item).copied();
-    match rule {
-        Rule::Majority => {
-            let answers = members.iter().filter_map(|&m| {
-                let class = *world.answers.get(m)?.get(item)?;
-                Some((class, world.accuracy.get(m).copied().unwrap_or(0.0)))
-            });
-            majority_vote(answers, &mut Vec::new()) == label
-        }
-        Rule::Soft => world
-            .soft_vote(members, item, &mut Vec::new())
-            .and_then(|c| u16::try_from(c).ok())
-            .is_some_and(|c| Some(c) == label),
-    }
-}
-
 /// Runs `scheme` on the schedule with `feedback`. Every scheme sees the same requests
 /// and the same labelled ones for the same seed.
 pub fn run(dw: &DriftWorld<'_>, scheme: DriftScheme, feedback: Feedback, seed: u64) -> DriftResult {
-    replay(dw, scheme, None, feedback, seed)
+    if scheme != DriftScheme::CocktailTuned {
+        return replay(dw, scheme, None, feedback, seed);
+    }
+    let knobs = super::tuning::tune(dw, feedback, seed);
+    let config = TrackingConfig::serving(Rule::Majority, None, knobs);
+    DriftResult {
+        tuned: Some(knobs),
+        ..replay(dw, scheme, Some(config), feedback, seed)
+    }
 }
 
 /// Runs Cocktail's tracking set by `config` instead of by its settings (what each of its
@@ -506,13 +290,14 @@ fn replay(
     };
     let mut learner = match scheme {
         DriftScheme::Plain => tracking(TrackingConfig::plain()),
-        DriftScheme::Cocktail | DriftScheme::CocktailSoft | DriftScheme::CocktailPaced => {
-            tracking(tracking_config.unwrap_or(TrackingConfig {
-                rule,
-                pace: scheme == DriftScheme::CocktailPaced,
-                ..TrackingConfig::cocktail()
-            }))
-        }
+        DriftScheme::Cocktail
+        | DriftScheme::CocktailSoft
+        | DriftScheme::CocktailPaced
+        | DriftScheme::CocktailTuned => tracking(tracking_config.unwrap_or(TrackingConfig {
+            rule,
+            pace: scheme == DriftScheme::CocktailPaced,
+            ..TrackingConfig::cocktail()
+        })),
         DriftScheme::CocktailO2 => adjusting(selection::Rule::Cocktail),
         DriftScheme::CocktailM => adjusting(selection::Rule::Measured),
         _ => None,
@@ -612,6 +397,7 @@ fn replay(
         accuracy_met_after_shifts: after_shifts.1 as f64 / after_shifts.0.max(1) as f64,
         shifts: learner.as_ref().map_or(0, Learner::shifts),
         paced,
+        tuned: None,
         lags,
         phases: schedule
             .phases
@@ -706,6 +492,7 @@ pub fn compare(
             DriftScheme::ALL
                 .into_iter()
                 .filter(move |scheme| k == 0 || scheme.learns())
+                .filter(|&scheme| scheme.runs_on(dw.drift.schedule))
                 .map(move |scheme| (scheme, feedback))
         })
         .collect();
@@ -717,10 +504,11 @@ pub fn compare(
     })
 }
 
-/// Runs in [`compare`].
-pub fn runs() -> u64 {
-    let learning = DriftScheme::ALL.iter().filter(|s| s.learns()).count();
-    (DriftScheme::ALL.len() + learning * (FEEDBACK.len() - 1)) as u64
+/// Runs in [`compare`] of `schedule`.
+pub fn runs(schedule: &Schedule) -> u64 {
+    let schemes = || DriftScheme::ALL.into_iter().filter(|s| s.runs_on(schedule));
+    let learning = schemes().filter(|s| s.learns()).count();
+    (schemes().count() + learning * (FEEDBACK.len() - 1)) as u64
 }
 
 /// The names of `members`, joined with `+`.
@@ -734,8 +522,10 @@ pub fn names(world: &World, members: &[usize]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use cocktail_common::Zoo;
+
     use super::*;
-    use crate::workload::drift::{CLEAN, FASHION_CORRUPTIONS, SENTIMENT_DOMAINS};
+    use crate::workload::drift::{CLEAN, FASHION_CORRUPTIONS, GroupBy, SENTIMENT_DOMAINS};
 
     #[test]
     fn labels_come_for_their_fraction_and_after_their_delay() {

@@ -20,10 +20,12 @@ mod ask;
 pub mod cluster;
 mod config;
 pub mod drift;
+mod drift_world;
 mod fleet;
 mod learner;
 mod result;
 mod schemes;
+pub mod tuning;
 mod world;
 
 use std::cmp::Reverse;

@@ -54,7 +54,7 @@ pub(super) fn initial_ensembles(
                         ensemble.track(TrackingConfig::serving(
                             estimate::Rule::Majority,
                             config.o2_interval_requests,
-                            config.pace,
+                            config.knobs,
                         ));
                     }
                     ensemble

@@ -300,6 +300,13 @@ impl Schedule {
         groups
     }
 
+    /// Whether the schedule can also be drawn from the held-out first half of the test
+    /// set (to tune on): not a [`GroupBy::Shifted`] one, whose shifted copies are of the
+    /// scored half only.
+    pub fn has_held_out(&self) -> bool {
+        !matches!(self.group_by, GroupBy::Shifted(_))
+    }
+
     /// Requests in the whole schedule.
     pub fn requests(&self) -> usize {
         self.phase_requests * self.phases.len() * self.rounds
