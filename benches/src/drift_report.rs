@@ -425,8 +425,8 @@ pub fn settings() -> String {
          the same schedule drawn from the first half of the test set (never scored): of margins {:?} \
          with and without the shift check, paced or not, the setting that met the target most often \
          there at no more inference than plain re-selection there (`benches/src/sim/tuning.rs`); its \
-         rows name the setting chosen. A shifted schedule (`fashion-corruptions`) has no such half: \
-         its corrupted copies are of the scored half only. Cocktail (O1/O2) \
+         rows name the setting chosen. It runs on `sentiment-domains` only, the schedule whose goals \
+         compare with plain re-selection at its inference. Cocktail (O1/O2) \
          is the paper's selection as the live master runs it by default (`policy::ensemble`): O1 on the \
          recorded answers, then O2 on the window of labelled outcomes every {} requests \
          (checked live the same way); Cocktail-M \

@@ -153,6 +153,7 @@ mod tests {
         let shifted = DriftWorld::new(&zoo, &fashion, &FASHION_CORRUPTIONS).unwrap();
         assert!(shifted.held_out.is_none());
         assert!(!DriftScheme::CocktailTuned.runs_on(&FASHION_CORRUPTIONS));
+        assert!(DriftScheme::CocktailTuned.runs_on(&SENTIMENT_DOMAINS));
     }
 
     /// The tuned tracker runs with the settings tuning chose, and within plain
