@@ -139,8 +139,8 @@ pub struct SimArgs {
     pub out: Option<PathBuf>,
     /// Replay a drift schedule instead of a trace: every selection scheme (InFaaS,
     /// always-best, Clipper, Cocktail's O1/O2, measured selection, plain re-selection,
-    /// Cocktail's tracking by majority and soft vote, paced, and tuned on the held-out
-    /// half, the oracle) under every label
+    /// Cocktail's tracking by majority and soft vote, paced, and on `sentiment-domains`
+    /// tuned on the held-out half, the oracle) under every label
     /// setting, on the schedule's task (the trace flags other than --seed are ignored).
     #[arg(
         long,

@@ -42,8 +42,8 @@ fn held_out_seed(seed: u64) -> u64 {
 
 /// The settings [`DriftScheme::CocktailTuned`] serves `dw`'s schedule with under
 /// `feedback`, tuned on its held-out replay; Cocktail's own where there is none (a
-/// shifted schedule: [`crate::workload::drift::Schedule::has_held_out`]; the comparison
-/// does not run the tuned tracker there).
+/// shifted schedule: [`crate::workload::drift::Schedule::has_held_out`]). The comparison
+/// runs the tuned tracker where [`DriftScheme::runs_on`] says.
 pub fn tune(dw: &DriftWorld<'_>, feedback: Feedback, seed: u64) -> Knobs {
     let Some(held) = dw.held_out.as_deref() else {
         return Knobs::default();
