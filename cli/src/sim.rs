@@ -165,13 +165,7 @@ pub fn configs(args: &SimArgs, rates: &[f64]) -> anyhow::Result<Vec<SimConfig>> 
             }
         })
         .transpose()?;
-    if !(0.0..=Knobs::MAX_MARGIN_Z).contains(&args.tracking_margin) {
-        anyhow::bail!(
-            "`--tracking-margin` must be 0 to {} standard errors; given {}",
-            Knobs::MAX_MARGIN_Z,
-            args.tracking_margin
-        );
-    }
+    let knobs = Knobs::new(args.tracking_margin, !args.no_shift_check, args.pace)?;
     Ok(args
         .schemes
         .iter()
@@ -186,11 +180,7 @@ pub fn configs(args: &SimArgs, rates: &[f64]) -> anyhow::Result<Vec<SimConfig>> 
             config.failure = failure;
             config.o2_interval_requests = args.interval_requests;
             config.selection.rule = args.selection;
-            config.knobs = Knobs {
-                margin_z: args.tracking_margin,
-                shift_check: !args.no_shift_check,
-                pace: args.pace,
-            };
+            config.knobs = knobs;
             config
         })
         .collect())

@@ -629,18 +629,11 @@ fn access(
 
 /// How each constraint's tracker is set under `--selection tracking`.
 fn tracking_knobs(args: &Args) -> anyhow::Result<Knobs> {
-    if !(0.0..=Knobs::MAX_MARGIN_Z).contains(&args.tracking_margin) {
-        anyhow::bail!(
-            "`--tracking-margin` must be 0 to {} standard errors; given {}",
-            Knobs::MAX_MARGIN_Z,
-            args.tracking_margin
-        );
-    }
-    Ok(Knobs {
-        margin_z: args.tracking_margin,
-        shift_check: !args.no_shift_check,
-        pace: args.pace,
-    })
+    Ok(Knobs::new(
+        args.tracking_margin,
+        !args.no_shift_check,
+        args.pace,
+    )?)
 }
 
 #[cfg(test)]

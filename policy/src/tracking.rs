@@ -145,7 +145,37 @@ impl Knobs {
     /// The largest margin an operator may set: beyond 10 standard errors no choice ever
     /// clears the target on a window of 200, and the tracker serves the most accurate.
     pub const MAX_MARGIN_Z: f64 = 10.0;
+
+    /// An operator's settings, the margin checked (`--tracking-margin`: 0 to
+    /// [`Knobs::MAX_MARGIN_Z`], a number).
+    pub fn new(margin_z: f64, shift_check: bool, pace: bool) -> Result<Self, MarginOutOfRange> {
+        if !(0.0..=Self::MAX_MARGIN_Z).contains(&margin_z) {
+            return Err(MarginOutOfRange(margin_z));
+        }
+        Ok(Self {
+            margin_z,
+            shift_check,
+            pace,
+        })
+    }
 }
+
+/// A `--tracking-margin` outside 0 to [`Knobs::MAX_MARGIN_Z`] (or not a number).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MarginOutOfRange(pub f64);
+
+impl std::fmt::Display for MarginOutOfRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`--tracking-margin` must be 0 to {} standard errors; given {}",
+            Knobs::MAX_MARGIN_Z,
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for MarginOutOfRange {}
 
 impl Default for Knobs {
     /// Cocktail's: its margin, the shift check, no pacing.
