@@ -3,8 +3,9 @@
 //! it cannot answer (no live instance, refused, 5xx, deadline), the next candidate of
 //! [`cocktail_policy::selection::substitutes`] that some worker serves stands in. A member that is
 //! slow to answer is hedged: past [`hedge_after`] another instance of its pool is asked
-//! too when one has a free slot, else a substitute, and the first answer wins, so a hung
-//! worker costs a request a few milliseconds, not its deadline.
+//! too when one has a free slot, else a substitute (and a substitute when that instance
+//! does not answer in time either), and the first answer wins, so a hung worker costs a
+//! request a few milliseconds, not its deadline.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -167,8 +168,9 @@ pub fn hedge_after(
     (at + min / 2 < deadline).then_some(at)
 }
 
-/// Serves one slot: the member, then substitutes while time remains; at most one hedge,
-/// on another instance of the member's pool when one is free, else on a substitute.
+/// Serves one slot: the member, then substitutes while time remains; at most two hedges:
+/// on another instance of the member's pool when one is free, then, or else, on a
+/// substitute.
 pub async fn serve_slot(
     call: Call<'_>,
     hedge_min: Duration,
@@ -179,6 +181,7 @@ pub async fn serve_slot(
     let name = &call.task.models[member];
     let typical = call.registry.pool(name).and_then(|p| p.typical_call());
     let mut hedge_at = hedge_after(typical, started, call.deadline, hedge_min);
+    let mut hedged_instance = false;
     let asked = Asked::default();
     let ask = |model: usize| {
         let asked = &asked;
@@ -192,8 +195,18 @@ pub async fn serve_slot(
             Some(at) => tokio::select! {
                 finished = running.next() => finished,
                 () = tokio::time::sleep_until(at.into()) => {
-                    hedge_at = None;
-                    let (hedge, on) = if asked.elsewhere(call.registry, name) {
+                    let on_instance = !hedged_instance && asked.elsewhere(call.registry, name);
+                    // Past a hedge on another instance, one more on a substitute: when
+                    // that instance hangs too (two of the pool's containers killed or
+                    // cut off at once, neither yet out of rotation), the pool cannot
+                    // answer, and a substitute still can.
+                    hedge_at = if on_instance {
+                        hedged_instance = true;
+                        hedge_after(typical, Instant::now(), call.deadline, hedge_min)
+                    } else {
+                        None
+                    };
+                    let (hedge, on) = if on_instance {
                         (Some(member), "instance")
                     } else {
                         (spares.take(call.task, call.registry), "substitute")

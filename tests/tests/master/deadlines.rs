@@ -147,3 +147,47 @@ async fn a_member_on_a_hung_instance_is_hedged_on_another_instance_of_its_pool()
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     assert!(hedged >= 1.0, "{hedged}");
 }
+
+/// Both instances of a member's pool stop answering at once (in the compose fault test, a
+/// pool's two containers killed and cut off together): the hedge on the other instance
+/// hangs too, and a substitute is asked after the same wait. With `dwsep`'s two workers
+/// stopped, every request its selection serves with `dwsep` is answered by `linear`,
+/// within the target and with strict deadlines. Before the second hedge, such requests
+/// failed with 504 until both instances were out of rotation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_every_instance_hangs_is_hedged_on_a_substitute() {
+    use cocktail_tests::cluster::{Signal, signal};
+    let cluster = Cluster::start(&[], &["dwsep", "dwsep", "linear"]).await;
+    let (images, _) = fashion_images(1);
+    // `dwsep` alone meets 0.86; `linear` does not, and may stand in.
+    let body = image_request(
+        &images,
+        json!({ "latency_ms": 500, "accuracy": 0.86, "strict_deadline": true }),
+    );
+    for _ in 0..5 {
+        let (status, answer) = cluster.post("/v2/models/fashion/infer", &body).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["parameters"]["models"], json!(["dwsep"]), "{answer}");
+    }
+    let stopped: Vec<i32> = cluster.workers[..2]
+        .iter()
+        .map(|w| i32::try_from(w.1.child.id().unwrap()).unwrap())
+        .collect();
+    for pid in &stopped {
+        signal(*pid, Signal::SIGSTOP);
+    }
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        let (status, answer) = cluster.post("/v2/models/fashion/infer", &body).await;
+        statuses.push((status, answer["parameters"]["substitutes"].clone()));
+    }
+    let hedged = cluster
+        .metric("cocktail_master_hedges_total{model=\"dwsep\",on=\"substitute\"}")
+        .await;
+    for pid in &stopped {
+        signal(*pid, Signal::SIGCONT);
+    }
+    println!("statuses {statuses:?}, {hedged} hedged on a substitute");
+    assert!(statuses.iter().all(|(s, _)| *s == 200), "{statuses:?}");
+    assert!(hedged >= 1.0, "{hedged}");
+}
