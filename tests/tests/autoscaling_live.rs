@@ -6,12 +6,12 @@
 //! Scaled down: one instance type (c5a.xlarge, emulated 10,000 times slower than
 //! modelled, so that a fashion model takes 40–670 ms, as in the papers, and `resnet`'s
 //! pool needs several instances at 8 requests per second), the controller's periods in
-//! seconds instead of minutes, and a day of load in four minutes. Both runs see the same arrivals, the same
-//! models' latencies and packing factors, the same spot prices (the same seed) and the
-//! same control loop, and the simulator draws each request's hop and time outside the
-//! member calls from the live answers sent about the same time; what differs is that
-//! the live one really launches workers, sends real requests and measures its own
-//! usage. It runs in CI (about five minutes).
+//! seconds instead of minutes, and a day of load in four minutes. Both runs see the same
+//! arrivals, the same models' latencies and packing factors, the same spot prices (the
+//! same seed) and the same control loop, and the simulator draws each request's hop and
+//! time outside the member calls from the live answers sent about the same time; what
+//! differs is that the live one really launches workers, sends real requests and
+//! measures its own usage. It runs in CI (about five minutes).
 
 #![allow(
     clippy::unwrap_used,
@@ -40,8 +40,9 @@ const SEED: u64 = 11;
 /// 10.4, 14.5 and 26.4 ms (`resnet`, `const4`), and the hop at the 90th percentile of a
 /// pool's calls measured 5–7 ms on a quiet machine, 12 ms in one CI run and 23–28 ms in
 /// another: a choice near one of them flipped with the hop's noise, live and simulated
-/// apart, and failed runs cost 0.79–1.13x the simulated. At 10,000 times the first slack that matters is `resnet`'s in `const3`,
-/// 41 ms; the simulator gives the same ensembles and cost at a 5 ms hop as at 30 ms.
+/// apart, and failed runs cost 0.79–1.13x the simulated. At 10,000 times the first slack
+/// that matters is `resnet`'s in `const3`, 41 ms; the simulator gives the same ensembles
+/// and cost at a 5 ms hop as at 30 ms.
 const SCALE: f64 = 10_000.0;
 const TYPE: &str = "c5a.xlarge";
 /// At 16, as before at 1,000 times, `resnet` would need up to 12 instances.
@@ -326,10 +327,8 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
     // Per constraint type, live (the load generator's table) and simulated, and the
     // ensembles the live master ended with.
     eprintln!("{}", loadgen::markdown(&live));
-    eprintln!(
-        "live instances: {:?}",
-        live_instances(&cluster.get("/v1/instances").await)
-    );
+    let instances = cluster.get("/v1/instances").await;
+    eprintln!("live instances: {:?}", live_instances(&instances));
     eprintln!(
         "{}",
         cocktail_benches::report::types_markdown(std::slice::from_ref(&simulated))
@@ -360,7 +359,6 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
         .models_for("sentiment")
         .map(|m| m.name.clone())
         .collect();
-    let instances = cluster.get("/v1/instances").await;
     let left: Vec<&Value> = instances["instances"]
         .as_array()
         .unwrap()

@@ -195,20 +195,16 @@ pub async fn serve_slot(
             Some(at) => tokio::select! {
                 finished = running.next() => finished,
                 () = tokio::time::sleep_until(at.into()) => {
-                    let on_instance = !hedged_instance && asked.elsewhere(call.registry, name);
                     // Past a hedge on another instance, one more on a substitute: when
                     // that instance hangs too (two of the pool's containers killed or
                     // cut off at once, neither yet out of rotation), the pool cannot
                     // answer, and a substitute still can.
-                    hedge_at = if on_instance {
+                    let (hedge, on) = if !hedged_instance && asked.elsewhere(call.registry, name) {
                         hedged_instance = true;
-                        hedge_after(typical, Instant::now(), call.deadline, hedge_min)
-                    } else {
-                        None
-                    };
-                    let (hedge, on) = if on_instance {
+                        hedge_at = hedge_after(typical, Instant::now(), call.deadline, hedge_min);
                         (Some(member), "instance")
                     } else {
+                        hedge_at = None;
                         (spares.take(call.task, call.registry), "substitute")
                     };
                     if let Some(model) = hedge {
