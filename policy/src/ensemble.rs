@@ -39,7 +39,10 @@ pub struct Ensemble {
     /// added `resnet` beside it for good; and `const2` started on small models without
     /// `mlp_med`, never called, so never measured faster. At the end of any interval in
     /// which one of them fits, O1 chooses again, once for each, and takes the new choice
-    /// when it holds a model that joined.
+    /// when it holds a model that joined. A later choice of O1's ([`Adjustment::Refit`])
+    /// waits the same way for the models it could not take: in `autoscaling_live`,
+    /// `const2`'s first member did not fit once measured, and O1's second choice, on the
+    /// fleet's estimate for a pool never called, ruled `mlp_med` out for good.
     waiting: Vec<usize>,
 }
 
@@ -183,6 +186,12 @@ impl Ensemble {
             let wanted = unfit || members.iter().any(|m| joined.contains(m));
             if wanted && !members.is_empty() && members != self.members {
                 self.rejected.clear();
+                // The models this choice could not take, on estimates that may rest on
+                // a cold start, wait to fit as those of O1's first choice did; members
+                // that no longer fit were measured slow at their own work and do not.
+                self.waiting = (0..models.len())
+                    .filter(|m| !self.pool.contains(m) && !self.members.contains(m))
+                    .collect();
                 self.replace(members.clone(), self.generation + 1);
                 return Some(Adjustment::Refit(members));
             }
@@ -532,6 +541,37 @@ mod tests {
         let reordered = [model(7.0, 0.86), model(6.0, 0.92), model(5.0, 0.70)];
         assert_eq!(quick.revisit(&reordered, &config, None), None);
         assert_eq!(quick.members, [0]);
+    }
+
+    #[test]
+    fn a_model_o1s_second_choice_could_not_take_is_taken_once_it_fits() {
+        let constraint = Constraint {
+            latency_ms: 10.0,
+            accuracy: 0.85,
+            objective: Objective::Accuracy,
+        };
+        let config = SelectionConfig::default();
+        // On the profiles all three fit, and O1 takes the most accurate, model 1.
+        let profiled = [model(2.0, 0.86), model(5.0, 0.92), model(4.0, 0.90)];
+        let mut e = Ensemble::select(&profiled, constraint, None);
+        assert_eq!(e.members, [1]);
+        // Measured, model 1 does not fit, and model 2, never called, is predicted on a
+        // cold start's estimate that does not fit either: O1 chooses model 0.
+        let starting = [model(3.0, 0.86), model(12.0, 0.92), model(15.0, 0.90)];
+        assert_eq!(
+            e.revisit(&starting, &config, None),
+            Some(Adjustment::Refit(vec![0]))
+        );
+        // Model 2 fits once the estimate settles: O1 chooses again and takes it, though
+        // no member stopped fitting and no label has come.
+        let settled = [model(3.0, 0.86), model(12.0, 0.92), model(6.0, 0.90)];
+        assert_eq!(
+            e.revisit(&settled, &config, None),
+            Some(Adjustment::Refit(vec![2]))
+        );
+        assert_eq!((e.members.as_slice(), e.generation), (&[2][..], 2));
+        // Once for each: the same estimates again change nothing.
+        assert_eq!(e.revisit(&settled, &config, None), None);
     }
 
     #[test]
