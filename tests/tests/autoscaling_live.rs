@@ -109,6 +109,29 @@ fn live_instances(list: &Value) -> Vec<String> {
         .collect()
 }
 
+/// `model`'s live instances up (launched, not yet terminated) at the end of each
+/// `bucket_s` of the run that started at `started_s` (Unix seconds), as the simulator's
+/// series counts them (booting included).
+fn live_timeline(list: &Value, model: &str, started_s: f64, bucket_s: f64, n: usize) -> Vec<usize> {
+    let pool: Vec<&Value> = list["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["model"] == model)
+        .collect();
+    (1..=n)
+        .map(|k| {
+            let t = started_s + k as f64 * bucket_s;
+            pool.iter()
+                .filter(|i| {
+                    i["launched_at"].as_f64().unwrap() <= t
+                        && i["terminated_at"].as_f64().is_none_or(|end| end > t)
+                })
+                .count()
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
     let zoo = Zoo::load(zoo_manifest()).unwrap();
@@ -182,6 +205,10 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
         drift: None,
         retry_refused: false,
     };
+    let started_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
     let load = tokio::spawn(async move {
         loadgen::run(&config, &types, Arc::new(inputs), Arc::new(labels), None).await
     });
@@ -329,6 +356,20 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
     eprintln!("{}", loadgen::markdown(&live));
     let instances = cluster.get("/v1/instances").await;
     eprintln!("live instances: {:?}", live_instances(&instances));
+    // Each pool the simulator launched for, up per interval, live and simulated: where
+    // the costs part.
+    for (p, model) in simulated.pools.iter().enumerate() {
+        let sim_up: Vec<usize> = simulated
+            .series
+            .iter()
+            .map(|b| b.vms.get(p).copied().unwrap_or(0))
+            .collect();
+        if sim_up.iter().all(|&n| n <= 1) {
+            continue;
+        }
+        let live_up = live_timeline(&instances, model, started_s, INTERVAL_S, sim_up.len());
+        eprintln!("{model} up per {INTERVAL_S} s:\n  live {live_up:?}\n  sim  {sim_up:?}");
+    }
     eprintln!(
         "{}",
         cocktail_benches::report::types_markdown(std::slice::from_ref(&simulated))
