@@ -324,17 +324,20 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
             .map_or(0.0, |b| b.cost)
     };
     let sim_cost = simulated.cost - cost_at(WARM_UP_S as f64);
+    // Pool `p`'s simulated instances at the end of each interval.
+    let sim_up = |p: usize| -> Vec<usize> {
+        simulated
+            .series
+            .iter()
+            .map(|b| b.vms.get(p).copied().unwrap_or(0))
+            .collect()
+    };
     let sim_instances: Vec<String> = simulated
         .pools
         .iter()
         .enumerate()
         .map(|(p, model)| {
-            let peak = simulated
-                .series
-                .iter()
-                .map(|b| b.vms.get(p).copied().unwrap_or(0))
-                .max()
-                .unwrap_or(0);
+            let peak = sim_up(p).into_iter().max().unwrap_or(0);
             format!("{model}: peak {peak}")
         })
         .collect();
@@ -359,16 +362,12 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
     // Each pool the simulator launched for, up per interval, live and simulated: where
     // the costs part.
     for (p, model) in simulated.pools.iter().enumerate() {
-        let sim_up: Vec<usize> = simulated
-            .series
-            .iter()
-            .map(|b| b.vms.get(p).copied().unwrap_or(0))
-            .collect();
-        if sim_up.iter().all(|&n| n <= 1) {
+        let simulated_up = sim_up(p);
+        if simulated_up.iter().all(|&n| n <= 1) {
             continue;
         }
-        let live_up = live_timeline(&instances, model, started_s, INTERVAL_S, sim_up.len());
-        eprintln!("{model} up per {INTERVAL_S} s:\n  live {live_up:?}\n  sim  {sim_up:?}");
+        let live_up = live_timeline(&instances, model, started_s, INTERVAL_S, simulated_up.len());
+        eprintln!("{model} up per {INTERVAL_S} s:\n  live {live_up:?}\n  sim  {simulated_up:?}");
     }
     eprintln!(
         "{}",
