@@ -584,7 +584,7 @@ impl Controller {
             })
             .collect();
         let measurements = Measurements {
-            requests: usage.requests,
+            requests: usage.arrived,
             pools,
             interruptions,
         };

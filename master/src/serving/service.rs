@@ -259,8 +259,12 @@ impl Master {
     ) -> Result<Answer, MasterError> {
         let started = Instant::now();
         let constraint = request.constraint;
+        let served = self.tasks().contains_key(task_name);
+        if served {
+            self.usage.arrive();
+        }
         let answer = self.answer(task_name, request, started).await;
-        if self.tasks().contains_key(task_name) {
+        if served {
             let outcome = match &answer {
                 Ok(a) => Outcome::Answered {
                     members: a.models.len(),

@@ -1,5 +1,6 @@
-//! What the resource controller measures on the request path: requests served, and per
-//! model pool the requests that used it, the member calls and the deadlines missed.
+//! What the resource controller measures on the request path: requests received and
+//! served, and per model pool the requests that used it, the member calls and the
+//! deadlines missed.
 //! Counters only grow; the controller works with the differences between snapshots.
 
 use parking_lot::Mutex;
@@ -26,6 +27,12 @@ impl ModelUsage {
 /// All counters at one moment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
+    /// Requests a served task received, answered or not: the load the control loop
+    /// forecasts, as the simulator counts it. Answers lag it by their wait: while a
+    /// cold start's pools work off their backlog the answered rate climbs, and the
+    /// climb would count as the forecast's misses.
+    pub arrived: u64,
+    /// Requests answered.
     pub requests: u64,
     pub models: HashMap<String, ModelUsage>,
 }
@@ -34,6 +41,7 @@ impl Snapshot {
     /// What happened between `earlier` and this snapshot.
     pub fn since(&self, earlier: &Self) -> Self {
         Self {
+            arrived: self.arrived.saturating_sub(earlier.arrived),
             requests: self.requests.saturating_sub(earlier.requests),
             models: self
                 .models
@@ -58,6 +66,11 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// A request for a served task came in.
+    pub fn arrive(&self) {
+        self.inner.lock().arrived += 1;
+    }
+
     /// A request served by its members: each member's model, and whether its call
     /// missed the deadline. Keys are allocated only the first time a model is seen.
     pub fn record<'a>(&self, members: impl Iterator<Item = (&'a str, bool)> + Clone) {

@@ -313,16 +313,17 @@ fn a_start_before_the_load_is_no_forecast_error() {
 }
 
 #[test]
-fn a_loop_started_with_the_load_flowing_observes_its_first_interval() {
-    // The first interval measured the load whole: EWMA's forecast starts from it.
+fn the_first_interval_with_load_plans_for_its_rate_and_the_next_starts_the_forecast() {
+    // Load from the start: the first interval may still have begun without it, so it
+    // plans for its own rate and EWMA starts from the second.
     let mut c = control(Policy::Cocktail);
     let mut served = 0;
-    let step = interval(&mut c, &mut served, 90.0, 60.0);
-    let report = step.interval.expect("an interval closed");
-    assert!((report.forecast - 90.0).abs() < 1e-6, "{}", report.forecast);
-    let step = interval(&mut c, &mut served, 50.0, 120.0);
-    let report = step.interval.expect("an interval closed");
-    assert!((report.forecast - 70.0).abs() < 1e-6, "{}", report.forecast);
+    let mut forecasts = Vec::new();
+    for (k, rate) in [90.0, 50.0, 70.0].into_iter().enumerate() {
+        let step = interval(&mut c, &mut served, rate, 60.0 * (k + 1) as f64);
+        forecasts.push(step.interval.expect("an interval closed").forecast);
+    }
+    assert_eq!(forecasts, [90.0, 50.0, 60.0]);
 }
 
 #[test]
