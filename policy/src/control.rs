@@ -30,15 +30,6 @@ pub const SCALE_IN_S: f64 = 900.0;
 /// intervals at most; fewer early on).
 const ERROR_WINDOW: usize = 1440;
 
-/// Whether the loop has seen load, for what its intervals tell the predictor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LoadSeen {
-    /// Every interval so far had no load.
-    None,
-    /// Load flowed for a whole interval: every interval is an observation.
-    Observing,
-}
-
 /// How pools are sized every interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -309,7 +300,8 @@ pub struct Control {
     /// The rates of the last [`SCALE_IN_S`] (target tracking scales in below them).
     recent: VecDeque<f64>,
     errors: ForecastErrors,
-    load: LoadSeen,
+    /// Some interval had load: every interval after it is an observation.
+    load_seen: bool,
     last: Option<IntervalReport>,
     /// When each pool last had a spot instance interrupted, and the time of the step.
     interrupted_at: HashMap<String, f64>,
@@ -336,7 +328,7 @@ impl Control {
                     .max(config.release_steps()),
                 ERROR_WINDOW,
             ),
-            load: LoadSeen::None,
+            load_seen: false,
             last: None,
             interrupted_at: HashMap::new(),
             now,
@@ -355,9 +347,7 @@ impl Control {
         for &rate in rates {
             self.observe(rate);
         }
-        if !rates.is_empty() {
-            self.load = LoadSeen::Observing;
-        }
+        self.load_seen |= !rates.is_empty();
     }
 
     /// The forecast for leads `1..=H` after an interval of `rate`: the predictor's, once
@@ -370,10 +360,8 @@ impl Control {
     /// `autoscaling_live` cost 1.24-1.26x the simulated, whose load starts with its
     /// loop).
     fn forecast_after(&mut self, rate: f64) -> Vec<f64> {
-        let observed = self.load == LoadSeen::Observing;
-        if rate > 0.0 {
-            self.load = LoadSeen::Observing;
-        }
+        let observed = self.load_seen;
+        self.load_seen |= rate > 0.0;
         if observed {
             self.observe(rate)
         } else {
