@@ -234,14 +234,14 @@ fn pools_out_of_use_get_no_minimum_and_their_idle_instances_go() {
 }
 
 /// Closes one predictive interval at `t` with `rate` req/s through pool "a".
-fn interval(control: &mut Control, served: &mut u64, rate: f64, t: f64) -> Step {
-    *served += (rate * 60.0) as u64;
-    let mut a = pool("a", *served, 0, 4);
+fn interval(control: &mut Control, received: &mut u64, rate: f64, t: f64) -> Step {
+    *received += (rate * 60.0) as u64;
+    let mut a = pool("a", *received, 0, 4);
     for i in &mut a.instances {
         i.idle_s = 120.0;
     }
     let m = Measurements {
-        requests: *served,
+        requests: *received,
         pools: vec![a],
         ..Measurements::default()
     };
@@ -261,11 +261,11 @@ fn the_plan_covers_a_quantile_of_the_load_once_the_forecast_has_been_wrong() {
     // up to ±100. Once it has been wrong often enough, the plan covers the upper
     // errors, not the mean.
     let mut c = control(Policy::Cocktail);
-    let mut served = 0;
+    let mut received = 0;
     let mut last = None;
     for k in 1..=40 {
         let rate = if k % 2 == 0 { 300.0 } else { 100.0 };
-        let step = interval(&mut c, &mut served, rate, 60.0 * k as f64);
+        let step = interval(&mut c, &mut received, rate, 60.0 * k as f64);
         last = step.interval;
     }
     let report = last.expect("an interval closed");
@@ -297,10 +297,10 @@ fn a_start_before_the_load_is_no_forecast_error() {
     // Counted, the ramp's relative errors (from 0, and from a third of the rate) were
     // the record's largest, and its 90th percentile planned 1.7 times the forecast.
     let mut c = control(Policy::Cocktail);
-    let mut served = 0;
+    let mut received = 0;
     let mut last = None;
     for (k, rate) in [0.0, 30.0].into_iter().chain([90.0; 20]).enumerate() {
-        let step = interval(&mut c, &mut served, rate, 60.0 * (k + 1) as f64);
+        let step = interval(&mut c, &mut received, rate, 60.0 * (k + 1) as f64);
         last = step.interval;
     }
     let report = last.expect("an interval closed");
@@ -317,10 +317,10 @@ fn the_first_interval_with_load_plans_for_its_rate_and_the_next_starts_the_forec
     // Load from the start: the first interval may still have begun without it, so it
     // plans for its own rate and EWMA starts from the second.
     let mut c = control(Policy::Cocktail);
-    let mut served = 0;
+    let mut received = 0;
     let mut forecasts = Vec::new();
     for (k, rate) in [90.0, 50.0, 70.0].into_iter().enumerate() {
-        let step = interval(&mut c, &mut served, rate, 60.0 * (k + 1) as f64);
+        let step = interval(&mut c, &mut received, rate, 60.0 * (k + 1) as f64);
         forecasts.push(step.interval.expect("an interval closed").forecast);
     }
     assert_eq!(forecasts, [90.0, 50.0, 60.0]);
