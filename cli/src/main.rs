@@ -15,6 +15,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc instead of glibc's malloc, as the master and the workers use it: the
+/// simulator behind `cocktail results` and `cocktail sim` allocates small buffers for
+/// every simulated request, and perf of `cocktail results` put glibc's malloc, calloc and
+/// free at about 14 % of its CPU. With it the release build writes the same page, bit for
+/// bit, in 5 min 40 s against 6 min 2 s and 6 min 12 s (2026-12-01, one run against two).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "cocktail",
