@@ -117,8 +117,29 @@ pub(crate) fn votes(task: &TaskTable, voters: &[Voter<'_>], weights: &ClassWeigh
             weight: v
                 .classes
                 .iter()
-                .map(|&c| weights.weight(v.model, c))
+                .map(|&c| shown(weights.weight(v.model, c)))
                 .collect(),
         })
         .collect()
+}
+
+/// A weight as the client is shown it: to six decimals. A weight is a ratio of sums of
+/// floats, so a manifest's 0.967 seeded as 100 observations reads back as
+/// 0.9670000000000001; six decimals are more than a vote's tally can tell apart.
+fn shown(weight: f64) -> f64 {
+    (weight * 1e6).round() / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seeded_weight_is_shown_as_the_manifest_wrote_it() {
+        // resnet's accuracy on class 9 in the zoo's manifest, seeded as the master seeds it.
+        let weights = ClassWeights::seeded(&[vec![0.967]], 100.0);
+        assert_eq!(weights.weight(0, 0).to_string(), "0.9670000000000001");
+        assert_eq!(shown(weights.weight(0, 0)).to_string(), "0.967");
+        assert_eq!(shown(2.0 / 3.0), 0.666667);
+    }
 }
