@@ -123,9 +123,9 @@ pub(crate) fn votes(task: &TaskTable, voters: &[Voter<'_>], weights: &ClassWeigh
         .collect()
 }
 
-/// A weight as the client is shown it: to six decimals. A weight is a ratio of sums of
-/// floats, so a manifest's 0.967 seeded as 100 observations reads back as
-/// 0.9670000000000001; six decimals are more than a vote's tally can tell apart.
+/// A weight as the client is shown it, to six decimals (the vote itself counts it
+/// unrounded). A weight is a ratio of sums of floats, so a manifest's 0.967 seeded as 100
+/// observations reads back as 0.9670000000000001.
 fn shown(weight: f64) -> f64 {
     (weight * 1e6).round() / 1e6
 }
