@@ -293,9 +293,9 @@ pub async fn serve(
     result
 }
 
-/// How long the gRPC endpoint may still take once HTTP has drained.
 /// How long a stopping master keeps asking a failing provider to terminate its instances.
 const SHUTDOWN_TERMINATE: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long the gRPC endpoint may still take once HTTP has drained.
 const GRPC_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The cluster listener's names: those the providers' workers use, its own address and

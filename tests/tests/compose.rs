@@ -201,9 +201,41 @@ impl Project {
             .collect()
     }
 
-    /// `down -v`; when it fails, the drop cleans up.
+    /// `down -v`; when it fails, the failure names the containers still on the project's
+    /// network and the master's worker containers with their states, and the drop
+    /// cleans up.
     fn down(&mut self) {
-        self.compose(&["down", "--volumes", "--remove-orphans", "--timeout", "40"]);
+        let mut command =
+            self.command(&["down", "--volumes", "--remove-orphans", "--timeout", "40"]);
+        let output = run(&mut command);
+        if !output.status.success() {
+            // What is left, read without failing (the network may be gone by now).
+            let listed = |args: &[&str]| {
+                String::from_utf8_lossy(&run(&mut docker(args)).stdout).into_owned()
+            };
+            let on_network = listed(&[
+                "network",
+                "inspect",
+                &self.name,
+                "--format",
+                "{{range .Containers}}{{.Name}} {{end}}",
+            ]);
+            let label = format!("label=io.cocktail.cluster={}", self.name);
+            let workers = listed(&[
+                "ps",
+                "--all",
+                "--filter",
+                &label,
+                "--format",
+                "{{.Names}} {{.Status}}",
+            ]);
+            panic!(
+                "{command:?} failed ({}):\n{}\nstill on the network: {on_network:?}\n\
+                 worker containers: {workers:?}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
         self.down = true;
     }
 }

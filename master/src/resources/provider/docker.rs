@@ -32,6 +32,10 @@ use crate::MasterError;
 const DRAIN_GRACE_S: i32 = 35;
 /// How often a container's state is read, to notice one that exited.
 const WATCH_PERIOD: Duration = Duration::from_secs(1);
+/// How long removing a cluster's containers keeps trying while some are left, and the
+/// pause between tries.
+const SWEEP_DEADLINE: Duration = Duration::from_secs(10);
+const SWEEP_PAUSE: Duration = Duration::from_millis(500);
 /// Labels on every container this provider starts.
 pub const CLUSTER_LABEL: &str = "io.cocktail.cluster";
 pub const POOL_LABEL: &str = "io.cocktail.pool";
@@ -145,12 +149,56 @@ impl Containers {
         }
     }
 
+    /// Removes every container of this cluster, running or not, and reads the list again
+    /// until none is left or [`SWEEP_DEADLINE`] has passed. Each container is tried even
+    /// when another fails: a container whose stop is still under way elsewhere (one the
+    /// controller was recycling when the master began to stop) answers 409, "removal
+    /// already in progress", and the next read shows whether it went.
     async fn remove_leftovers(&self) -> Result<(), MasterError> {
+        let give_up = tokio::time::Instant::now() + SWEEP_DEADLINE;
+        let mut last_error: Option<MasterError> = None;
+        loop {
+            let left = self.cluster_containers().await?;
+            if left.is_empty() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > give_up {
+                let why = last_error.map_or_else(|| "they came back".to_owned(), |e| e.to_string());
+                return Err(MasterError::Provider(format!(
+                    "{} container(s) of cluster {} are left after {SWEEP_DEADLINE:?} of \
+                     removing them ({why}): {left:?}",
+                    left.len(),
+                    self.config.cluster
+                )));
+            }
+            let mut failed = false;
+            for id in &left {
+                tracing::info!(container = %id, cluster = %self.config.cluster, "removing a worker container left behind");
+                if let Err(e) = self
+                    .docker
+                    .remove_container(
+                        id,
+                        Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                    )
+                    .await
+                {
+                    last_error = Some(docker_error("remove")(e));
+                    failed = true;
+                }
+            }
+            if failed {
+                tokio::time::sleep(SWEEP_PAUSE).await;
+            }
+        }
+    }
+
+    /// The ids of every container labelled with this cluster, running or not.
+    async fn cluster_containers(&self) -> Result<Vec<String>, MasterError> {
         let filters: HashMap<&str, Vec<String>> = HashMap::from([(
             "label",
             vec![format!("{CLUSTER_LABEL}={}", self.config.cluster)],
         )]);
-        let leftovers = self
+        let listed = self
             .docker
             .list_containers(Some(
                 ListContainersOptionsBuilder::default()
@@ -160,18 +208,7 @@ impl Containers {
             ))
             .await
             .map_err(docker_error("list"))?;
-        for leftover in leftovers {
-            let Some(id) = leftover.id else { continue };
-            tracing::info!(container = %id, cluster = %self.config.cluster, "removing a worker container left behind");
-            self.docker
-                .remove_container(
-                    &id,
-                    Some(RemoveContainerOptionsBuilder::default().force(true).build()),
-                )
-                .await
-                .map_err(docker_error("remove"))?;
-        }
-        Ok(())
+        Ok(listed.into_iter().filter_map(|c| c.id).collect())
     }
 
     /// The container's name: the cluster and the instance id, as Docker allows them.
