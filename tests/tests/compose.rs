@@ -134,8 +134,13 @@ impl Project {
         self.listed(false)
     }
 
+    /// The `docker ps` filter for the worker containers this project's master launched.
+    fn cluster_filter(&self) -> String {
+        format!("label=io.cocktail.cluster={}", self.name)
+    }
+
     fn listed(&self, all: bool) -> Vec<(String, String)> {
-        let label = format!("label=io.cocktail.cluster={}", self.name);
+        let label = self.cluster_filter();
         let format = "{{.Names}} {{.Label \"io.cocktail.pool\"}}";
         let mut args = vec!["ps", "--filter", &label, "--format", format];
         if all {
@@ -220,7 +225,7 @@ impl Project {
                 "--format",
                 "{{range .Containers}}{{.Name}} {{end}}",
             ]);
-            let label = format!("label=io.cocktail.cluster={}", self.name);
+            let label = self.cluster_filter();
             let workers = listed(&[
                 "ps",
                 "--all",
