@@ -66,13 +66,13 @@ const SKIPPED: &[(&str, &str, &str)] = &[
     (
         "docs/getting-started.md",
         "docker compose up -d",
-        "tests/tests/compose.rs runs `docker compose up --detach` on the offline images of \
+        "tests/tests/compose/ runs `docker compose up --detach` on the offline images of \
          docker/compose.ci.yml (the documented first `up` builds the image from source)",
     ),
     (
         "docs/getting-started.md",
         "docker compose ps",
-        "tests/tests/compose.rs runs `docker compose ps` for the master's container and waits \
+        "tests/tests/compose/ runs `docker compose ps` for the master's container and waits \
          for its health to turn `healthy`",
     ),
 ];
