@@ -92,3 +92,13 @@ setup_tritonclient() {
   fi
   export COCKTAIL_TRITONCLIENT_PYTHON="$venv/bin/python"
 }
+
+# setup_nextest: cargo-nextest, which scripts/test.sh runs the tests with
+# (.config/nextest.toml says how). The machines this project runs CI on ship it beside
+# cargo; elsewhere it is built from crates.io once, into cargo's bin folder.
+setup_nextest() {
+  if ! cargo nextest --version >/dev/null 2>&1; then
+    log "cargo install cargo-nextest"
+    cargo install --locked cargo-nextest
+  fi
+}

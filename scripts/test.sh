@@ -28,6 +28,8 @@ setup_schemathesis
 setup_tritonclient
 # ... and cfn-lint (the AWS stack's template is linted by tests/tests/deploy_aws.rs).
 setup_cfn_lint
+# ... and cargo-nextest, which runs the tests.
+setup_nextest
 cd "$ROOT"
 log "cargo fmt --check"
 cargo fmt --all --check
@@ -41,8 +43,13 @@ cargo build --workspace --bins --features cocktail-tests/ec2,cocktail-master/ec2
 if command -v docker >/dev/null; then
   "$ROOT/scripts/docker-images.sh"
 fi
-log "cargo test"
-cargo test --workspace --features cocktail-tests/ec2 --locked
+# Every test, two at a time across the test binaries (.config/nextest.toml names the
+# live tests that keep the machine to themselves), then the documentation's examples,
+# which nextest does not run.
+log "cargo nextest run"
+cargo nextest run --workspace --features cocktail-tests/ec2 --locked
+log "cargo test --doc"
+cargo test --workspace --doc --features cocktail-tests/ec2 --locked
 # Disk left for the fuzz build (a full disk once killed its linker), and what the
 # workspace's build took.
 df -h "$ROOT" | tail -n 1 >&2
