@@ -165,6 +165,8 @@ mod tests {
 
     use super::*;
 
+    /// `sh -c script`. Scripts `exec` their last command, so that killing the child
+    /// kills what it runs and nothing outlives the test holding its output.
     fn shell(script: &str) -> Command {
         let mut command = Command::new("sh");
         command.args(["-c", script]);
@@ -175,7 +177,7 @@ mod tests {
     async fn reads_the_url_from_the_first_line() {
         let started = start(
             "echo",
-            shell("echo 'listening on http://127.0.0.1:9' && sleep 5"),
+            shell("echo 'listening on http://127.0.0.1:9' && exec sleep 5"),
             Duration::from_secs(5),
         )
         .await
@@ -195,7 +197,7 @@ mod tests {
             matches!(exited, Err(ProcessError::Exited { .. })),
             "{exited:?}"
         );
-        let silent = start("sleep", shell("sleep 5"), Duration::from_millis(50)).await;
+        let silent = start("sleep", shell("exec sleep 5"), Duration::from_millis(50)).await;
         assert!(
             matches!(silent, Err(ProcessError::Timeout { .. })),
             "{silent:?}"
@@ -204,10 +206,10 @@ mod tests {
 
     #[tokio::test]
     async fn stop_terminates_and_kills_what_ignores_sigterm() {
-        let mut polite = shell("sleep 30").kill_on_drop(true).spawn().unwrap();
+        let mut polite = shell("exec sleep 30").kill_on_drop(true).spawn().unwrap();
         let status = stop(&mut polite, Duration::from_secs(5)).await.unwrap();
         assert!(status.is_some_and(|s| !s.success()), "{status:?}");
-        let mut stubborn = shell("trap '' TERM; echo; sleep 30")
+        let mut stubborn = shell("trap '' TERM; echo; exec sleep 30")
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
