@@ -25,7 +25,6 @@ use cocktail_policy::control::{
 use cocktail_policy::predict::{self, Predictor, PredictorKind};
 use cocktail_policy::ribbon::IntervalSearch;
 use cocktail_policy::selection::Candidate;
-use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -42,10 +41,12 @@ mod admission;
 mod cluster;
 mod health;
 mod mixes;
+mod report;
 mod standbys;
 mod zoo;
 
 pub use mixes::{MixConfig, Optimiser};
+pub use report::{CostReport, PoolReport};
 
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
@@ -117,17 +118,6 @@ impl ModelInfo {
                 .map(|l| l.scaled(scale)),
         }
     }
-}
-
-/// The last view of a pool, for `/v1/pools`.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct PoolReport {
-    pub model: String,
-    pub weight: f64,
-    pub demand: f64,
-    pub capacity: f64,
-    pub instances: usize,
-    pub requests: u64,
 }
 
 #[derive(Debug)]
@@ -221,6 +211,14 @@ impl Controller {
             }
         }
         master.manage(models.keys().cloned());
+        master.launches_on(
+            catalog
+                .types
+                .iter()
+                .filter(|t| allowed(&config.instance_types, t))
+                .map(|t| t.name.clone())
+                .collect(),
+        );
         let pins_every_model = !config.models.is_empty()
             && zoo.models().iter().all(|m| config.models.contains(&m.name));
         let pinned = RwLock::new(config.models.iter().cloned().collect());
@@ -459,9 +457,10 @@ impl Controller {
     }
 
     fn allowed_types(&self) -> impl Iterator<Item = &InstanceType> {
-        self.catalog.types.iter().filter(|t| {
-            self.config.instance_types.is_empty() || self.config.instance_types.contains(&t.name)
-        })
+        self.catalog
+            .types
+            .iter()
+            .filter(|t| allowed(&self.config.instance_types, t))
     }
 
     /// Up to two types a fleet may launch for `model` instead of `chosen`.
@@ -755,26 +754,11 @@ impl Controller {
             instances: outcome,
         });
     }
+}
 
-    pub fn pools_report(&self) -> (f64, Vec<PoolReport>) {
-        let last = self.last_interval.lock();
-        let Some(report) = last.as_ref() else {
-            return (0.0, Vec::new());
-        };
-        let pools = report
-            .pools
-            .iter()
-            .map(|p| PoolReport {
-                model: p.model.clone(),
-                weight: p.weight,
-                demand: p.demand,
-                capacity: p.capacity,
-                instances: p.instances,
-                requests: p.requests,
-            })
-            .collect();
-        (report.predicted, pools)
-    }
+/// Whether the controller may launch `ty` (`instance_types` empty: every catalog type).
+fn allowed(instance_types: &[String], ty: &InstanceType) -> bool {
+    instance_types.is_empty() || instance_types.contains(&ty.name)
 }
 
 fn decision_id(decision: &Decision) -> String {
@@ -782,12 +766,4 @@ fn decision_id(decision: &Decision) -> String {
         Action::Terminate { id } | Action::Resume { id } | Action::Stop { id } => id.clone(),
         Action::Launch { instance_type, .. } => instance_type.clone(),
     }
-}
-
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct CostReport {
-    pub total: f64,
-    pub pools: std::collections::BTreeMap<String, f64>,
-    pub requests: u64,
-    pub per_1000_requests: Option<f64>,
 }

@@ -258,6 +258,17 @@ impl Registry {
         }
     }
 
+    /// `model`'s predicted inference time of one request on the fastest of `types` (catalog
+    /// names), from its profile; `None` without a profile or a type the catalog knows.
+    pub fn inference_on(&self, model: &str, types: &[String]) -> Option<f64> {
+        let speed = self.speed(model)?;
+        types
+            .iter()
+            .filter_map(|t| speed.catalog.get(t))
+            .map(|ty| speed.latency.ms_on(ty, &speed.catalog.gpu, 1))
+            .min_by(f64::total_cmp)
+    }
+
     /// Per model of `models`, the overhead its predicted response time counts: its
     /// pool's measured one, else, once the pool's readiness probe answered, the prior;
     /// none before that.

@@ -94,9 +94,18 @@ pub struct Master {
     shadow_turn: AtomicU64,
     /// Distinguishes generated request ids of masters started at different times.
     epoch: u64,
-    /// Models whose pools a resource controller manages: selectable while no worker
-    /// serves them, since the controller launches a pool once an ensemble uses it.
-    managed: RwLock<Option<HashSet<String>>>,
+    /// What a resource controller manages, once one does.
+    managed: RwLock<Option<Managed>>,
+}
+
+/// The pools a resource controller manages and the instance types it launches them on.
+#[derive(Debug, Default)]
+struct Managed {
+    /// Selectable while no worker serves them: the controller launches a pool once an
+    /// ensemble uses it.
+    models: HashSet<String>,
+    /// Catalog names; a managed model with no worker up is predicted on the fastest.
+    types: Vec<String>,
 }
 
 impl Master {
@@ -193,14 +202,25 @@ impl Master {
     pub fn manage(&self, models: impl IntoIterator<Item = String>) {
         self.managed
             .write()
-            .get_or_insert_with(HashSet::new)
+            .get_or_insert_with(Managed::default)
+            .models
             .extend(models);
+    }
+
+    /// The instance types (catalog names) the resource controller launches managed pools
+    /// on: until a pool has a worker up, its model is predicted on the fastest of them,
+    /// as the simulator predicts it, not on the profile's host.
+    pub fn launches_on(&self, types: Vec<String>) {
+        self.managed
+            .write()
+            .get_or_insert_with(Managed::default)
+            .types = types;
     }
 
     /// The controller no longer manages `model` (removed from the zoo).
     pub fn unmanage(&self, model: &str) {
-        if let Some(set) = self.managed.write().as_mut() {
-            set.remove(model);
+        if let Some(managed) = self.managed.write().as_mut() {
+            managed.models.remove(model);
         }
     }
 
