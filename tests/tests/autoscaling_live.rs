@@ -356,12 +356,13 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
         .collect();
 
     eprintln!(
-        "live: {} requests, cost ${live_cost:.5}, SLO violations {:.4}, models/request {:.3}, accuracy met {:.4}, errors by status {:?}\n      pools {live_pools}\n      models {overheads:?}\nsim:  {} requests, cost ${sim_cost:.5}, SLO violations {:.4}, models/request {:.3}, accuracy met {:.4} (hop {hop_ms:.3} ms; answers' median {answers_hop_ms:.3})\n      instances {sim_instances:?}",
+        "live: {} requests, cost ${live_cost:.5}, SLO violations {:.4}, models/request {:.3}, accuracy met {:.4}, errors by status {:?} (the first: {:?})\n      pools {live_pools}\n      models {overheads:?}\nsim:  {} requests, cost ${sim_cost:.5}, SLO violations {:.4}, models/request {:.3}, accuracy met {:.4} (hop {hop_ms:.3} ms; answers' median {answers_hop_ms:.3})\n      instances {sim_instances:?}",
         live.sent,
         live.slo_violations,
         live.models_per_request,
         live.accuracy_met,
         live.errors,
+        live.first_error,
         simulated.requests,
         simulated.slo_violations,
         simulated.models_per_request,
