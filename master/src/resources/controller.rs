@@ -145,6 +145,8 @@ pub struct Controller {
     standbys: Mutex<Standbys>,
     searches: Mutex<HashMap<String, IntervalSearch>>,
     health: Mutex<health::HealthState>,
+    /// Registrations admitted against a listing, by instance id (`admission`).
+    admitted: Mutex<admission::Admitted>,
     /// Models a zoo reload added whose pools are launched once an ensemble uses them.
     adopted: Mutex<HashSet<String>>,
     /// Models kept at their minimum whatever the load: `--models`, then as reloads
@@ -241,6 +243,7 @@ impl Controller {
             standbys: Mutex::new(Standbys::default()),
             searches: Mutex::new(HashMap::new()),
             health: Mutex::default(),
+            admitted: Mutex::default(),
             adopted: Mutex::default(),
             pinned,
             pins_every_model,
@@ -724,6 +727,7 @@ impl Controller {
             }
             Action::Stop { id } => {
                 self.master.registry.drain(id);
+                self.admitted.lock().forget(id);
                 let (provider, id) = (Arc::clone(&self.provider), id.clone());
                 tokio::spawn(async move {
                     if let Err(e) = provider.stop(&id).await {
@@ -735,6 +739,7 @@ impl Controller {
             Action::Terminate { id } => {
                 // No new work first; the worker drains on SIGTERM.
                 self.master.registry.drain(id);
+                self.admitted.lock().forget(id);
                 let (provider, id) = (Arc::clone(&self.provider), id.clone());
                 tokio::spawn(async move {
                     if let Err(e) = provider.terminate(&id).await {

@@ -21,10 +21,12 @@ impl Controller {
         } else {
             0.0
         });
-        Ok(described?
+        let live: Vec<InstanceRecord> = described?
             .into_iter()
             .filter(InstanceRecord::is_live)
-            .collect())
+            .collect();
+        self.admitted.lock().keep_live(&live);
+        Ok(live)
     }
 
     /// A step that decided nothing because the provider could not list the instances:
