@@ -26,6 +26,10 @@ impl Admitted {
         })
     }
 
+    fn remember(&mut self, registration: &Registration) {
+        self.0.insert(registration.id.clone(), registration.clone());
+    }
+
     /// Forgets the instances a listing no longer shows live.
     pub(super) fn keep_live(&mut self, live: &[InstanceRecord]) {
         self.0.retain(|id, _| live.iter().any(|r| &r.id == id));
@@ -63,10 +67,7 @@ impl Controller {
             Err(error) => return Err(error),
         };
         admit_listed(&live, registration)?;
-        self.admitted
-            .lock()
-            .0
-            .insert(registration.id.clone(), registration.clone());
+        self.admitted.lock().remember(registration);
         Ok(())
     }
 }
