@@ -46,6 +46,10 @@ pub struct Ensemble {
     waiting: Vec<usize>,
 }
 
+/// Seconds between two checks of a constraint's models that O1 could not take
+/// ([`Ensemble::take_waiting`]), live and simulated.
+pub const WAITING_CHECK_S: u64 = 1;
+
 /// An addition on trial: on the window's labelled items, how often the members' plain
 /// majority was right with it and without it (the same items, the same vote rule).
 #[derive(Debug, Clone, Default)]
@@ -173,28 +177,8 @@ impl Ensemble {
             self.replace(chosen.clone(), self.generation + 1);
             return Some(Adjustment::Measured(chosen));
         }
-        // O1's first choice is made again when a model it could not choose then fits now
-        // and O1 would choose it; not merely because the models that fit then are ranked
-        // otherwise now (by response times that differ by the hop's noise).
-        let (joined, waiting): (Vec<usize>, Vec<usize>) = std::mem::take(&mut self.waiting)
-            .into_iter()
-            .partition(|m| self.pool.contains(m));
-        self.waiting = waiting;
-        let unfit = self.members.iter().any(|m| !self.pool.contains(m));
-        if unfit || !joined.is_empty() {
-            let members = selection::initial(models, &self.constraint, recorded);
-            let wanted = unfit || members.iter().any(|m| joined.contains(m));
-            if wanted && !members.is_empty() && members != self.members {
-                self.rejected.clear();
-                // The models this choice could not take, on estimates that may rest on
-                // a cold start, wait to fit as those of O1's first choice did; members
-                // that no longer fit were measured slow at their own work and do not.
-                self.waiting = (0..models.len())
-                    .filter(|m| !self.pool.contains(m) && !self.members.contains(m))
-                    .collect();
-                self.replace(members.clone(), self.generation + 1);
-                return Some(Adjustment::Refit(members));
-            }
+        if let Some(refit) = self.refit(models, recorded, true) {
+            return Some(refit);
         }
         if self.window.labelled == 0 {
             return None; // Keep collecting until labels arrive.
@@ -247,6 +231,69 @@ impl Ensemble {
             }
         }
         (adjustment != Adjustment::Keep).then_some(adjustment)
+    }
+
+    /// Whether a model O1 could not take waits to fit ([`Ensemble::take_waiting`]).
+    pub fn waits(&self) -> bool {
+        self.tracker.is_none() && !self.waiting.is_empty()
+    }
+
+    /// Between O2's intervals: as soon as a model O1 could not take fits (`models` carry
+    /// the predicted response times of the moment) and O1 would choose it, O1 chooses
+    /// again, as [`Ensemble::revisit`] does at an interval's end; nothing else changes.
+    /// A choice made on a cold start's estimates then lasts until the estimates settle,
+    /// not until the interval ends: in `autoscaling_live`, whose O2 interval is longer
+    /// than the run, `const2`'s first choice in a CI run (four small models, without
+    /// `mlp_med`) served the whole run at 1.23x the simulated cost.
+    pub fn take_waiting(
+        &mut self,
+        models: &[Candidate],
+        recorded: Option<&Recorded>,
+    ) -> Option<Adjustment> {
+        if !self.waits() {
+            return None;
+        }
+        let pool = selection::candidates(models, &self.constraint);
+        if !self.waiting.iter().any(|m| pool.contains(m)) {
+            return None;
+        }
+        self.pool = pool;
+        self.refit(models, recorded, false)
+    }
+
+    /// O1's choice is made again when a model it could not choose then fits now (in
+    /// `self.pool`) and O1 would choose it, or, with `unfit_too`, when a member no longer
+    /// fits; not merely because the models that fit then are ranked otherwise now (by
+    /// response times that differ by the hop's noise). The models that joined stop
+    /// waiting either way.
+    fn refit(
+        &mut self,
+        models: &[Candidate],
+        recorded: Option<&Recorded>,
+        unfit_too: bool,
+    ) -> Option<Adjustment> {
+        let (joined, waiting): (Vec<usize>, Vec<usize>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|m| self.pool.contains(m));
+        self.waiting = waiting;
+        let unfit = unfit_too && self.members.iter().any(|m| !self.pool.contains(m));
+        if !unfit && joined.is_empty() {
+            return None;
+        }
+        let members = selection::initial(models, &self.constraint, recorded);
+        let wanted = unfit || members.iter().any(|m| joined.contains(m));
+        if !wanted || members.is_empty() || members == self.members {
+            return None;
+        }
+        self.rejected.clear();
+        // The models this choice could not take, on estimates that may rest on a cold
+        // start, wait to fit as those of O1's first choice did; members that no longer
+        // fit were measured slow at their own work and do not.
+        self.waiting = (0..models.len())
+            .filter(|m| !self.pool.contains(m) && !self.members.contains(m))
+            .collect();
+        self.replace(members.clone(), self.generation + 1);
+        Some(Adjustment::Refit(members))
     }
 
     /// From now on the members follow the traffic ([`crate::tracking`]): a tracker
@@ -541,6 +588,42 @@ mod tests {
         let reordered = [model(7.0, 0.86), model(6.0, 0.92), model(5.0, 0.70)];
         assert_eq!(quick.revisit(&reordered, &config, None), None);
         assert_eq!(quick.members, [0]);
+    }
+
+    #[test]
+    fn a_model_o1_could_not_take_is_taken_between_intervals_as_soon_as_it_fits() {
+        let constraint = Constraint {
+            latency_ms: 10.0,
+            accuracy: 0.85,
+            objective: Objective::Accuracy,
+        };
+        let starting = [model(4.0, 0.86), model(30.0, 0.92), model(30.0, 0.70)];
+        let mut e = Ensemble::select(&starting, constraint, None);
+        assert!(e.waits());
+        // Nothing fits that did not: nothing changes, and the models still wait.
+        assert_eq!(e.take_waiting(&starting, None), None);
+        assert_eq!((e.members.as_slice(), e.generation), (&[0][..], 0));
+        // The accurate model's calls settle: O1 takes it at once, no interval's end needed.
+        let settled = [model(4.0, 0.86), model(6.0, 0.92), model(30.0, 0.70)];
+        assert_eq!(
+            e.take_waiting(&settled, None),
+            Some(Adjustment::Refit(vec![1]))
+        );
+        assert_eq!((e.members.as_slice(), e.generation), (&[1][..], 1));
+        // A member that no longer fits is O2's business at the interval's end, not this.
+        let slow = [model(4.0, 0.86), model(12.0, 0.92), model(30.0, 0.70)];
+        assert_eq!(e.take_waiting(&slow, None), None);
+        assert_eq!(e.members, [1]);
+        // A weak model that joins, which O1 would not take, stops waiting; nothing changes.
+        let mut quick = Ensemble::select(&starting, constraint, None);
+        let weak_fits = [model(4.0, 0.86), model(30.0, 0.92), model(5.0, 0.70)];
+        assert_eq!(quick.take_waiting(&weak_fits, None), None);
+        assert_eq!((quick.members.as_slice(), quick.generation), (&[0][..], 0));
+        assert_eq!(
+            quick.take_waiting(&settled, None),
+            Some(Adjustment::Refit(vec![1])),
+            "model 1 still waited"
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use cocktail_policy::control::Control;
-use cocktail_policy::ensemble::targets_of;
+use cocktail_policy::ensemble::{WAITING_CHECK_S, targets_of};
 use cocktail_policy::response;
 use cocktail_policy::selection::Rule;
 use cocktail_policy::voting::{self, ClassWeights, Voter};
@@ -183,6 +183,10 @@ pub fn run(
     let shadows = config.scheme == Scheme::Cocktail
         && matches!(config.selection.rule, Rule::Measured | Rule::Tracking);
     let tracking = config.scheme == Scheme::Cocktail && config.selection.rule == Rule::Tracking;
+    // Cocktail's O1 takes a model it could not take as soon as it fits, checked between
+    // O2's intervals as often as the master checks it.
+    let waiting = config.scheme == Scheme::Cocktail && config.selection.rule == Rule::Cocktail;
+    let mut waiting_checked = vec![0.0_f64; world.types.len()];
     let mut shadowed = 0_u64;
     let spot = config.scheme.spot();
 
@@ -357,6 +361,15 @@ pub fn run(
         arrived += 1;
         if tracking {
             ensemble.served(&fleet.cluster.predicted(&world.candidates, t));
+        }
+        if let Some(checked) = waiting_checked.get_mut(kind)
+            && waiting
+            && ensemble.waits()
+            && t - *checked >= WAITING_CHECK_S as f64
+        {
+            *checked = t;
+            let models = fleet.cluster.predicted(&world.candidates, t);
+            ensemble.take_waiting(&models, Some(&world.recorded));
         }
         if let (Some(n), Some(count), Some(dropped)) = (
             config.o2_interval_requests,

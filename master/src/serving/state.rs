@@ -66,6 +66,8 @@ pub struct KeyState {
     last_used: Instant,
     /// When the selection was last compared with the shared cache.
     pub synced: Instant,
+    /// When models O1 could not take were last checked ([`KeyState::take_waiting`]).
+    waiting_checked: Instant,
 }
 
 impl std::ops::Deref for KeyState {
@@ -96,7 +98,18 @@ impl KeyState {
             requests: 0,
             last_used: now,
             synced: now,
+            waiting_checked: now,
         }
+    }
+
+    /// Whether models O1 could not take are due a check: some wait, and the last check
+    /// is at least `period` old (it reads the registry, so not at every request).
+    pub fn waiting_due(&mut self, period: Duration) -> bool {
+        if !self.ensemble.waits() || self.waiting_checked.elapsed() < period {
+            return false;
+        }
+        self.waiting_checked = Instant::now();
+        true
     }
 
     /// A request is being served: returns the members and the generation it uses.

@@ -18,8 +18,12 @@ use crate::serving::failover::Slot;
 use crate::serving::request::ValidRequest;
 use crate::serving::state::{Answered, ConstraintKey, KeyState, Shadowed};
 use crate::serving::tasks::TaskTable;
+use cocktail_policy::ensemble::WAITING_CHECK_S;
 use cocktail_policy::selection::{Adjustment, Rule};
 use cocktail_policy::voting::BatchOutcome;
+
+/// How often a constraint's models that O1 could not take are checked between intervals.
+const WAITING_PERIOD: Duration = Duration::from_secs(WAITING_CHECK_S);
 
 impl Master {
     /// What the request teaches: the window of its constraint and the class weights,
@@ -90,7 +94,31 @@ impl Master {
                 );
             }
         }
+        if self.config.selection.rule == Rule::Cocktail {
+            self.take_waiting(&resolved.task, &resolved.key, state);
+        }
         self.revisit(&resolved.task, &resolved.key, state);
+    }
+
+    /// Between O2's intervals, at most once per [`WAITING_PERIOD`]: a model O1 could not
+    /// take is taken as soon as it fits ([`cocktail_policy::ensemble::Ensemble::take_waiting`]).
+    fn take_waiting(&self, task: &TaskTable, key: &ConstraintKey, state: &Mutex<KeyState>) {
+        if !state.lock().waiting_due(WAITING_PERIOD) {
+            return;
+        }
+        // The candidates read the registry: not under the key's lock.
+        let models = self.served(task);
+        let (change, window_accuracy) = {
+            let mut s = state.lock();
+            let window_accuracy = s.window_accuracy();
+            (
+                s.take_waiting(&models, task.recorded.as_ref()),
+                window_accuracy,
+            )
+        };
+        if let Some(change) = change {
+            self.announce(task, key, state, &change, window_accuracy);
+        }
     }
 
     /// O2 at the end of the key's interval; a change is published to the shared cache.
