@@ -65,7 +65,9 @@ const LAUNCH_MS: u64 = 2000;
 /// and O2 adds two members, is a coin flip the live and simulated runs toss apart: with
 /// O2 every 200 requests, one run here added `dwsep` and `cnn_small` live (1.73 models
 /// per request) and none simulated, and cost 1.13x the simulated at the same SLO
-/// violations (0.078 and 0.077). `sim_vs_live` compares O2 live and simulated.
+/// violations (0.078 and 0.077). `sim_vs_live` compares O2 live and simulated. O1 still
+/// takes, as soon as they fit, the models a choice made while the cluster started could
+/// not take (`Ensemble::take_waiting`, checked between intervals).
 const INTERVAL_REQUESTS: u64 = 1_000_000;
 
 /// What the live master's instances have cost so far, per pool.
