@@ -66,7 +66,8 @@ pub struct KeyState {
     last_used: Instant,
     /// When the selection was last compared with the shared cache.
     pub synced: Instant,
-    /// When models O1 could not take were last checked ([`KeyState::take_waiting`]).
+    /// When models O1 could not take were last checked
+    /// ([`cocktail_policy::ensemble::Ensemble::take_waiting`]).
     waiting_checked: Instant,
 }
 
