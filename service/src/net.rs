@@ -83,6 +83,11 @@ pub enum NetError {
     Flag { flag: &'static str, message: String },
 }
 
+/// How long a worker keeps an idle keep-alive connection open before closing it (actix's
+/// default, made explicit because [`ClusterClient`] must drop its idle connections before
+/// then: see its `IDLE_TIMEOUT`).
+pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
+
 /// The cluster's CA certificate (PEM text) in a provider-launched worker's environment:
 /// the master that launched it is the CA ([`NetArgs::tls_ca`] names a file instead).
 pub const CLUSTER_CA_ENV: &str = "COCKTAIL_CLUSTER_CA";

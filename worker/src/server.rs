@@ -207,6 +207,7 @@ impl Worker {
         .disable_signals()
         .shutdown_timeout(30)
         .client_request_timeout(net.header_timeout)
+        .keep_alive(net::KEEP_ALIVE)
         .max_connections(net.connections_per_worker(self.http_workers));
         let server = match &net.tls {
             Some(tls) => server.listen_rustls_0_23(listener, (**tls).clone())?,
