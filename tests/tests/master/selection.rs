@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cocktail_benches::sim::World;
 use cocktail_common::{Predictions, Probabilities, Zoo};
-use cocktail_policy::estimate::Recorded;
+use cocktail_policy::estimate::{Recorded, Rule};
 use cocktail_policy::measured::{self, Buffer};
 use cocktail_policy::selection::{self, Candidate, Constraint, Objective};
 use cocktail_tests::cluster::{Cluster, eventually, image_request};
@@ -241,8 +241,26 @@ async fn measured_selection(scheme: &str) -> (Vec<String>, Vec<String>, Vec<Stri
     let mut live = cluster.members(&key).await;
     expected.sort();
     live.sort();
+    // On the recorded answers: each choice's accuracy, and the bar a prefix must clear
+    // (the target plus the buffer's sampling error), so a failure shows by how many items
+    // the choice was decided (a CI run once chose three members live where these chose
+    // one).
+    let rule_used = rule.as_ref().map_or(Rule::Majority, Recorded::rule);
+    let model_accuracy: Vec<f64> = candidates.iter().map(|c| c.accuracy).collect();
+    let recorded_accuracy = |names: &[String]| {
+        let members: Vec<usize> = names
+            .iter()
+            .filter_map(|n| entries.iter().position(|e| &e.name == n))
+            .collect();
+        buffer.accuracy(&members, &model_accuracy, rule_used)
+    };
+    let n = buffer.len() as f64;
     println!(
-        "{scheme}: measured selection chose {live:?} (O1 chose {o1:?}); {}",
+        "{scheme}: measured selection chose {live:?} (O1 chose {o1:?}); on the recorded \
+         answers of the {n} items: {expected:?} {:?}, {live:?} {:?}, the bar {:.4}; {}",
+        recorded_accuracy(&expected),
+        recorded_accuracy(&live),
+        accuracy + (accuracy * (1.0 - accuracy) / n).sqrt(),
         cluster.get("/v1/ensembles").await
     );
 
