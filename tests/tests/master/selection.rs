@@ -243,8 +243,8 @@ async fn measured_selection(scheme: &str) -> (Vec<String>, Vec<String>, Vec<Stri
     live.sort();
     // On the recorded answers: each choice's accuracy, and the bar a prefix must clear
     // (the target plus the buffer's sampling error), so a failure shows by how many items
-    // the choice was decided (a CI run once chose three members live where these chose
-    // one).
+    // the choice was decided (a full `.ci/run` once chose three members live where these
+    // chose one).
     let rule_used = rule.as_ref().map_or(Rule::Majority, Recorded::rule);
     let model_accuracy: Vec<f64> = candidates.iter().map(|c| c.accuracy).collect();
     let recorded_accuracy = |names: &[String]| {
