@@ -55,18 +55,17 @@ fi
 # their 17 minutes, in a run here), and these two use it, where they used to run after
 # them and hold the machine for 11 minutes.
 log "cargo nextest run"
-cargo nextest run --workspace --features cocktail-tests/ec2 --locked --no-run
+nextest=(cargo nextest run --workspace --features cocktail-tests/ec2 --locked)
+"${nextest[@]}" --no-run
 IDLE_TESTS='binary(=results_page) | test(the_projects_zoo_is_rebuilt_by_the_commands)'
 # Its lines are marked `[idle]` among the first's. Where the scheduler refuses SCHED_IDLE
 # (a container's seccomp profile may), nice 19 is the nearest.
 idle=(chrt --idle 0)
 "${idle[@]}" true 2>/dev/null || idle=(nice -n 19)
-"${idle[@]}" cargo nextest run --workspace --features cocktail-tests/ec2 --locked \
-  -E "$IDLE_TESTS" > >(sed -u 's/^/[idle] /') 2>&1 &
+"${idle[@]}" "${nextest[@]}" -E "$IDLE_TESTS" > >(sed -u 's/^/[idle] /') 2>&1 &
 idle_pid=$!
 status=0
-cargo nextest run --workspace --features cocktail-tests/ec2 --locked -E "not ($IDLE_TESTS)" ||
-  status=$?
+"${nextest[@]}" -E "not ($IDLE_TESTS)" || status=$?
 idle_status=0
 wait "$idle_pid" || idle_status=$?
 [ "$status" -eq 0 ] && [ "$idle_status" -eq 0 ] || exit 1

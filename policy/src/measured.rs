@@ -112,6 +112,17 @@ impl Buffer {
     }
 }
 
+/// One standard error of an accuracy `p` measured on `n` items.
+fn sampling_error(p: f64, n: f64) -> f64 {
+    (p * (1.0 - p) / n).sqrt()
+}
+
+/// What a prefix must score on a buffer of `items` items to count as meeting `target`
+/// in [`select`]: the target plus its sampling error there.
+pub fn bar(target: f64, items: usize) -> f64 {
+    target + sampling_error(target, items as f64)
+}
+
 /// The ensemble for `constraint` from what the buffer measured: greedy forward selection
 /// over the candidates whose predicted response time fits (`models`' latencies) and that
 /// answered at least half of the buffer's items, each prefix scored by the vote the
@@ -136,8 +147,7 @@ pub fn select(
     // The buffer's sampling error at the target: a prefix must clear it to count as
     // meeting the target.
     let n = buffer.len() as f64;
-    let target = constraint.accuracy;
-    let needed = target + (target * (1.0 - target) / n).sqrt();
+    let needed = bar(constraint.accuracy, buffer.len());
     let mut chosen: Vec<usize> = Vec::new();
     let mut scores: Vec<f64> = Vec::new();
     while chosen.len() < MAX_MEMBERS.min(pool.len()) {
@@ -169,7 +179,7 @@ pub fn select(
             // the sampling error (a member that only helps on this buffer's noise costs
             // an instance and may hurt on the next items).
             let best = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let error = (best * (1.0 - best) / n).sqrt();
+            let error = sampling_error(best, n);
             scores
                 .iter()
                 .position(|&s| s >= best - error)

@@ -254,13 +254,13 @@ async fn measured_selection(scheme: &str) -> (Vec<String>, Vec<String>, Vec<Stri
             .collect();
         buffer.accuracy(&members, &model_accuracy, rule_used)
     };
-    let n = buffer.len() as f64;
     println!(
         "{scheme}: measured selection chose {live:?} (O1 chose {o1:?}); on the recorded \
-         answers of the {n} items: {expected:?} {:?}, {live:?} {:?}, the bar {:.4}; {}",
+         answers of the {} items: {expected:?} {:?}, {live:?} {:?}, the bar {:.4}; {}",
+        buffer.len(),
         recorded_accuracy(&expected),
         recorded_accuracy(&live),
-        accuracy + (accuracy * (1.0 - accuracy) / n).sqrt(),
+        measured::bar(accuracy, buffer.len()),
         cluster.get("/v1/ensembles").await
     );
 
