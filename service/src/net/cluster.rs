@@ -58,34 +58,9 @@ pub enum CallError {
     /// The connection could not be made (refused, unreachable, TLS handshake).
     #[error("{0}")]
     Connect(String),
-    /// Anything else on the way: the connection closed (twice, see
-    /// [`ClusterClient::post`]), a malformed answer.
+    /// Anything else on the way: the connection closed, a malformed answer.
     #[error("{0}")]
     Failed(String),
-}
-
-impl CallError {
-    /// Whether the call failed because its connection closed or was reset before an
-    /// answer came: the worker closed a pooled connection as the call took it, or
-    /// restarted. A call on a new connection may well succeed.
-    fn dropped(error: &hyper_util::client::legacy::Error) -> bool {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-        while let Some(e) = source {
-            if e.downcast_ref::<hyper::Error>()
-                .is_some_and(hyper::Error::is_incomplete_message)
-                || e.downcast_ref::<std::io::Error>().is_some_and(|io| {
-                    matches!(
-                        io.kind(),
-                        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
-                    )
-                })
-            {
-                return true;
-            }
-            source = e.source();
-        }
-        false
-    }
 }
 
 impl ClusterClient {
@@ -116,12 +91,7 @@ impl ClusterClient {
         })
     }
 
-    /// POSTs `body` with `headers`; the answer must be whole within `timeout`. A call
-    /// whose connection closes or resets before an answer comes is sent once more, on
-    /// another connection, within the same time: the calls inside the cluster are
-    /// inferences and probes, which may run twice. (hyper-util retries by itself only a
-    /// call whose pooled connection closed before the call was written; one that closed
-    /// just after was a 502 for a request on a pool of one instance.)
+    /// POSTs `body` with `headers`; the answer must be whole within `timeout`.
     pub async fn post(
         &self,
         uri: &Uri,
@@ -152,72 +122,29 @@ impl ClusterClient {
             request.headers_mut().insert(AUTHORIZATION, value.clone());
         }
         let call = async {
-            let again = copy(&request);
-            match self.once(request).await {
-                Err(Attempt::Dropped(error)) => {
-                    tracing::debug!(%error, uri = %again.uri(), "connection dropped; sending again");
-                    self.once(again).await.map_err(Attempt::into_error)
+            let response = self.client.request(request).await.map_err(|e| {
+                if e.is_connect() {
+                    CallError::Connect(error_chain(&e))
+                } else {
+                    CallError::Failed(error_chain(&e))
                 }
-                other => other.map_err(Attempt::into_error),
-            }
+            })?;
+            let (parts, body) = response.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map_err(|e| CallError::Failed(format!("reading the answer: {}", error_chain(&e))))?
+                .to_bytes();
+            Ok(Reply {
+                status: parts.status,
+                headers: parts.headers,
+                body,
+            })
         };
         tokio::time::timeout(timeout, call)
             .await
             .unwrap_or(Err(CallError::Timeout(timeout)))
     }
-
-    async fn once(&self, request: Request<Full<Bytes>>) -> Result<Reply, Attempt> {
-        let response = self.client.request(request).await.map_err(|e| {
-            if e.is_connect() {
-                Attempt::Failed(CallError::Connect(error_chain(&e)))
-            } else if CallError::dropped(&e) {
-                Attempt::Dropped(error_chain(&e))
-            } else {
-                Attempt::Failed(CallError::Failed(error_chain(&e)))
-            }
-        })?;
-        let (parts, body) = response.into_parts();
-        let body = body
-            .collect()
-            .await
-            .map_err(|e| {
-                Attempt::Failed(CallError::Failed(format!(
-                    "reading the answer: {}",
-                    error_chain(&e)
-                )))
-            })?
-            .to_bytes();
-        Ok(Reply {
-            status: parts.status,
-            headers: parts.headers,
-            body,
-        })
-    }
-}
-
-/// How one attempt of a call ended without an answer.
-enum Attempt {
-    /// The connection closed or reset before the answer ([`CallError::dropped`]).
-    Dropped(String),
-    Failed(CallError),
-}
-
-impl Attempt {
-    fn into_error(self) -> CallError {
-        match self {
-            Self::Dropped(message) => CallError::Failed(message),
-            Self::Failed(error) => error,
-        }
-    }
-}
-
-/// The same request again: its method, URI, headers and body (a cheap clone of `Bytes`).
-fn copy(request: &Request<Full<Bytes>>) -> Request<Full<Bytes>> {
-    let mut again = Request::new(request.body().clone());
-    *again.method_mut() = request.method().clone();
-    *again.uri_mut() = request.uri().clone();
-    *again.headers_mut() = request.headers().clone();
-    again
 }
 
 #[cfg(test)]
@@ -304,75 +231,6 @@ mod tests {
             matches!(outcome, Err(CallError::Timeout(t)) if t == timeout),
             "{outcome:?}"
         );
-    }
-
-    /// A server on loopback that reads a request on each of the first `drops`
-    /// connections and closes it unanswered, then answers 200 on the next; it hands back
-    /// how many requests it read.
-    async fn dropping(drops: usize) -> (Uri, tokio::task::JoinHandle<usize>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let uri = format!(
-            "http://{}/v2/models/m/infer",
-            listener.local_addr().unwrap()
-        )
-        .parse()
-        .unwrap();
-        let server = tokio::spawn(async move {
-            for read in 1.. {
-                let Ok(Ok((mut socket, _))) =
-                    tokio::time::timeout(Duration::from_secs(2), listener.accept()).await
-                else {
-                    return read - 1;
-                };
-                let mut request = Vec::new();
-                let mut buffer = [0_u8; 4096];
-                while !String::from_utf8_lossy(&request).ends_with("body") {
-                    let n = socket.read(&mut buffer).await.unwrap();
-                    request.extend_from_slice(&buffer[..n]);
-                }
-                if read > drops {
-                    let answer = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                    socket.write_all(answer.as_bytes()).await.unwrap();
-                    return read;
-                }
-            }
-            unreachable!("the loop returns")
-        });
-        (uri, server)
-    }
-
-    #[tokio::test]
-    async fn a_call_whose_connection_closes_unanswered_is_sent_once_more() {
-        let (uri, server) = dropping(1).await;
-        let client = ClusterClient::new(&[], None, 4).unwrap();
-        let reply = client
-            .post(
-                &uri,
-                [],
-                Bytes::from_static(b"body"),
-                Duration::from_secs(5),
-            )
-            .await
-            .unwrap();
-        assert_eq!(reply.body, Bytes::from_static(b"ok"));
-        assert_eq!(server.await.unwrap(), 2);
-    }
-
-    #[tokio::test]
-    async fn a_call_is_sent_at_most_twice() {
-        let (uri, server) = dropping(2).await;
-        let client = ClusterClient::new(&[], None, 4).unwrap();
-        let outcome = client
-            .post(
-                &uri,
-                [],
-                Bytes::from_static(b"body"),
-                Duration::from_secs(5),
-            )
-            .await;
-        assert!(matches!(outcome, Err(CallError::Failed(_))), "{outcome:?}");
-        // The server read two requests, then waited for a third in vain.
-        assert_eq!(server.await.unwrap(), 2);
     }
 
     #[tokio::test]
