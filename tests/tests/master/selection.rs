@@ -123,20 +123,24 @@ async fn measured_selection_chooses_what_greedy_selection_says_on_the_shadowed_i
 /// The first buffer of the recorded answers (of 128, 256 or 384 items: fewer than a
 /// buffer holds, since the tests' late labels join it after them) and the first target
 /// from 0.80 up, by 0.005, whose choice under `rule`'s vote is robust
-/// ([`RecordedBuffer::robust`]) and `wanted` (given the buffer, the target and the
+/// ([`RecordedBuffer::robust_choice`]) and `wanted` (given the buffer, the target and the
 /// choice).
 fn robust_target(
     rule: Option<&Recorded>,
     wanted: impl Fn(&RecordedBuffer, f64, &[usize]) -> bool,
 ) -> (RecordedBuffer, f64) {
+    let zoo = Zoo::load(zoo_manifest()).unwrap();
+    let world = World::load(&zoo, "fashion").unwrap();
     [128, 256, 384]
         .into_iter()
-        .map(RecordedBuffer::of)
+        .map(|items| RecordedBuffer::of(&zoo, &world, items))
         .find_map(|recorded| {
             let target = (0..=30)
                 .map(|k| f64::from(800 + 5 * k) / 1000.0)
                 .find(|&t| {
-                    recorded.robust(t, rule) && wanted(&recorded, t, &recorded.select(t, rule))
+                    recorded
+                        .robust_choice(t, rule)
+                        .is_some_and(|chosen| wanted(&recorded, t, &chosen))
                 })?;
             Some((recorded, target))
         })
@@ -145,7 +149,7 @@ fn robust_target(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_average_scheme_measured_selection_scores_soft_votes() {
-    let soft = Recorded::new(Vec::new(), Vec::new()).soft(0, Vec::new());
+    let soft = vote_rule("average");
     // A target the soft and majority votes choose differently for on the items sent, far
     // enough from every bar that an item or two answered otherwise live cannot move the
     // choice: 0.85 on 128 items left it to the no-prefix fallback, where one soft-voted
@@ -153,15 +157,15 @@ async fn with_the_average_scheme_measured_selection_scores_soft_votes() {
     // this zoo the two votes differ by a few items in a hundred, so more items may be
     // needed to find such a target (fewer than the buffer holds: the test's late labels
     // join it after them).
-    let (recorded, target) = robust_target(Some(&soft), |recorded, t, by_soft| {
+    let (recorded, target) = robust_target(soft.as_ref(), |recorded, t, by_soft| {
         by_soft != recorded.select(t, None)
     });
     let (live, expected, _) = measured_selection("average", target, &recorded).await;
     assert_eq!(live, expected);
 }
 
-/// The models the measured-selection tests serve.
-const MEASURED_SERVED: &[&str] = &["linear", "mlp_small", "mlp_med", "dwsep", "cnn_small"];
+/// The models the selection tests with the `average` scheme or measured selection serve.
+const SERVED: &[&str] = &["linear", "mlp_small", "mlp_med", "dwsep", "cnn_small"];
 
 /// The buffer a measured-selection master should fill: the first labelled
 /// scored items as the simulator's shadow calls to the served models return them, from
@@ -175,13 +179,12 @@ struct RecordedBuffer {
 }
 
 impl RecordedBuffer {
-    /// Of the first `items` scored items (at most [`measured::CAPACITY`]).
-    fn of(items: usize) -> Self {
-        let zoo = Zoo::load(zoo_manifest()).unwrap();
+    /// Of the first `items` scored items (at most [`measured::CAPACITY`]) of `world`, the
+    /// fashion task of `zoo`.
+    fn of(zoo: &Zoo, world: &World, items: usize) -> Self {
         let entries: Vec<_> = zoo.models_for("fashion").collect();
-        let world = World::load(&zoo, "fashion").unwrap();
         let asked: Vec<usize> = (0..world.models.len())
-            .filter(|&m| MEASURED_SERVED.contains(&world.models[m].as_str()))
+            .filter(|&m| SERVED.contains(&world.models[m].as_str()))
             .collect();
         let mut buffer = Buffer::default();
         let mut labels = Vec::new();
@@ -194,7 +197,7 @@ impl RecordedBuffer {
             buffer,
             labels,
             names: entries.iter().map(|m| m.name.clone()).collect(),
-            candidates: served(&entries, MEASURED_SERVED),
+            candidates: served(&entries, SERVED),
         }
     }
 
@@ -217,18 +220,20 @@ impl RecordedBuffer {
         )
     }
 
-    /// Whether the choice for `target` stands with [`MARGIN_ITEMS`] items more or fewer
-    /// answered right by every prefix (the bar moved by as much either way), and its vote
-    /// clears the bar by that margin, so the no-prefix fallback did not make it.
-    fn robust(&self, target: f64, rule: Option<&Recorded>) -> bool {
+    /// The choice for `target` if it is robust: it stands with [`MARGIN_ITEMS`] items
+    /// more or fewer answered right by every prefix (the bar moved by as much either
+    /// way), and its vote clears the bar by that margin, so the no-prefix fallback did not
+    /// make it.
+    fn robust_choice(&self, target: f64, rule: Option<&Recorded>) -> Option<Vec<usize>> {
         let margin = MARGIN_ITEMS as f64 / self.buffer.len() as f64;
         let chosen = self.select(target, rule);
         let clears = self
             .accuracy(&chosen, rule)
             .is_some_and(|a| a >= measured::bar(target, self.buffer.len()) + margin);
-        clears
+        (clears
             && self.select(target - margin, rule) == chosen
-            && self.select(target + margin, rule) == chosen
+            && self.select(target + margin, rule) == chosen)
+            .then_some(chosen)
     }
 
     /// The vote of `members` under `rule` on these items.
@@ -252,6 +257,13 @@ impl RecordedBuffer {
     }
 }
 
+/// The rule measured selection scores votes with for a master voting with `scheme`: it
+/// takes only the rule from the recorded answers once its buffer is big enough, soft
+/// for `average` (`None`: the majority).
+fn vote_rule(scheme: &str) -> Option<Recorded> {
+    (scheme == "average").then(|| Recorded::new(Vec::new(), Vec::new()).soft(0, Vec::new()))
+}
+
 /// Items answered otherwise live than recorded that a robust target's choice withstands.
 const MARGIN_ITEMS: usize = 2;
 
@@ -269,7 +281,6 @@ async fn measured_selection(
     accuracy: f64,
     recorded: &RecordedBuffer,
 ) -> (Vec<String>, Vec<String>, Vec<String>) {
-    const SERVED: &[&str] = MEASURED_SERVED;
     const BATCH: usize = 16;
     let mut args: Vec<&str> = vec!["--scheme", scheme];
     args.extend([
@@ -347,10 +358,7 @@ async fn measured_selection(
 
     let sent: Vec<u16> = labels.iter().map(|&l| u16::try_from(l).unwrap()).collect();
     assert_eq!(sent, recorded.labels, "the items sent are those recorded");
-    // Measured selection takes only the vote's rule from the recorded answers once its
-    // buffer is big enough: soft when the master votes `average`.
-    let rule =
-        (scheme == "average").then(|| Recorded::new(Vec::new(), Vec::new()).soft(0, Vec::new()));
+    let rule = vote_rule(scheme);
     let expected = recorded.named(&recorded.select(accuracy, rule.as_ref()));
     let mut live = cluster.members(&key).await;
     live.sort();
@@ -386,7 +394,6 @@ async fn measured_selection(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_average_scheme_o1_estimates_soft_votes_on_the_recorded_vectors() {
-    const SERVED: &[&str] = &["linear", "mlp_small", "mlp_med", "dwsep", "cnn_small"];
     let zoo = Zoo::load(zoo_manifest()).unwrap();
     let entries: Vec<_> = zoo.models_for("fashion").collect();
     let names: Vec<String> = entries.iter().map(|m| m.name.clone()).collect();
