@@ -411,6 +411,9 @@ pub fn settings() -> String {
          candidate by profile; and when nothing meets the target, serves that candidate if it is within \
          {} standard error of the most accurate choice on the window (this last rule was added after the \
          first results: without it, cheap votes that were lucky on 50 labels served the NYT phase). \
+         Of the choices that meet the target and cost at most {}x the cheapest that does, it serves the \
+         most accurate on the window (the cost tier, added after the rules' sweep below: the cheapest \
+         choice meeting the target on a window is often a cheap one that was lucky on it). \
          The live master tracks with `--selection tracking` (`tests/tests/drift_live.rs` runs a shortened \
          `sentiment-domains`, 1,200 requests, through it and this replay of Cocktail (tracking): they \
          agree on accuracy met within 3 points and on models per request within 10 %). \
@@ -441,6 +444,7 @@ pub fn settings() -> String {
         c.max_age.unwrap_or(0),
         c.min_items,
         c.prefer_profile_z.unwrap_or(0.0),
+        c.cost_tier,
         crate::sim::tuning::MARGINS,
         c.interval,
     )

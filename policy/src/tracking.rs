@@ -15,6 +15,10 @@
 //! - labels older than a set number of requests are forgotten, so with sparse labels the
 //!   window does not reach back into traffic long gone; with too few labels to tell, it
 //!   serves the most accurate candidate (the safe choice a static pick would make);
+//! - choices that cost about as little as the cheapest one that meets the target (within
+//!   [`TrackingConfig::cost_tier`] of it) count as equally cheap, and the most accurate
+//!   of them on the window serves: of many cheap choices, the cheapest that meets the
+//!   target on a window is often one that was lucky on it;
 //! - with [`TrackingConfig::pace`], it may serve two choices in turn instead of one: the
 //!   cheapest mix that meets the target costs no more than the cheapest single choice
 //!   that does, and holds no more room above the target than asked for.
@@ -55,6 +59,15 @@ pub struct TrackingConfig {
     pub prefer_profile_z: Option<f64>,
     /// The rule its votes are voted with, and so scored with.
     pub rule: Rule,
+    /// Choices costing at most this many times the cheapest that meets the target (with
+    /// its margin) count as equally cheap: the most accurate of them on the window
+    /// serves (ties to the cheaper). 1: the cheapest serves. The cheapest choice that
+    /// meets the target on a window is the cheapest of many (single models and votes of
+    /// cheap models cost alike) that cleared it there, and the one that cleared it by
+    /// luck is the likeliest; the most accurate of those that cost alike is the least
+    /// likely to. A choice that costs much more (a slow model among fast ones) is never
+    /// in the tier, so the rule spends next to nothing.
+    pub cost_tier: f64,
     /// Serve two choices in turn, a cheaper one short of the target (with its margin)
     /// and a dearer one above it, in the shares whose mix meets it at the least cost,
     /// when that is cheaper than the cheapest single choice that meets it. A window of
@@ -71,8 +84,11 @@ impl TrackingConfig {
     /// the window, so it shows within half an interval at full labelling); labels older
     /// than 1,000 requests are forgotten (a third of a phase of the drift schedules).
     /// `prefer_profile_z` was added after the first drift results (Cocktail lost the NYT
-    /// phase to lucky cheap votes after its shift re-selections on 50 labels); the page
-    /// says so.
+    /// phase to lucky cheap votes after its shift re-selections on 50 labels), and
+    /// `cost_tier` after the rules' sweep on `sentiment-domains` (the cheapest choice
+    /// meeting the target on the window was often a lucky cheap one); its 1.5 is
+    /// Cocktail's own "about as fast" (a packing factor is the largest batch within 1.5x
+    /// one item's latency, §2.3.2). The page says so.
     pub fn cocktail() -> Self {
         Self {
             window: 200,
@@ -85,6 +101,7 @@ impl TrackingConfig {
             max_members: 5,
             prefer_profile_z: Some(1.0),
             rule: Rule::Majority,
+            cost_tier: 1.5,
             pace: false,
         }
     }
@@ -123,6 +140,7 @@ impl TrackingConfig {
             max_members: 5,
             prefer_profile_z: None,
             rule: Rule::Majority,
+            cost_tier: 1.0,
             pace: false,
         }
     }
@@ -368,9 +386,10 @@ impl Tracker {
         accuracy < target - self.config.shift_z * standard_error(target, recent)
     }
 
-    /// The cheapest candidate or odd vote that meets the target on the window with room
-    /// for its sampling error; else the most accurate on it; the most accurate candidate
-    /// by profile while the window holds fewer than `min_items`.
+    /// The most accurate on the window of the candidates and odd votes that meet the
+    /// target on it with room for its sampling error and cost about as little as the
+    /// cheapest that does (`cost_tier`); else the most accurate on it; the most accurate
+    /// candidate by profile while the window holds fewer than `min_items`.
     fn choose(&self, models: &[Candidate], constraint: &Constraint) -> Choice {
         let pool = selection::candidates(models, constraint);
         let by_profile = pool
@@ -398,9 +417,7 @@ impl Tracker {
                     continue;
                 };
                 let c = cost(&members);
-                if self.config.pace {
-                    scored.push((members.clone(), c, accuracy));
-                }
+                scored.push((members.clone(), c, accuracy));
                 // Cheapest; ties to the more accurate (two models can profile alike).
                 if accuracy >= needed
                     && cheapest_meeting.as_ref().is_none_or(|(m, a)| {
@@ -418,9 +435,23 @@ impl Tracker {
                 }
             }
         }
-        if let Some((members, _)) = cheapest_meeting {
+        if let Some((members, accuracy)) = cheapest_meeting {
             let alone = cost(&members);
-            return Mix::cheapest(&scored, needed, alone).map_or(Choice::One(members), Choice::Mix);
+            if self.config.pace
+                && let Some(mix) = Mix::cheapest(&scored, needed, alone)
+            {
+                return Choice::Mix(mix);
+            }
+            // The most accurate of the tier, ties to the cheaper, then to the cheapest
+            // meeting the target (so a tier of 1 serves it, as plain re-selection does).
+            let tier = alone * self.config.cost_tier.max(1.0);
+            let mut chosen = (members, alone, accuracy);
+            for (m, c, a) in scored {
+                if c <= tier && a.total_cmp(&chosen.2).then(chosen.1.total_cmp(&c)).is_gt() {
+                    chosen = (m, c, a);
+                }
+            }
+            return Choice::One(chosen.0);
         }
         // Nothing meets it. Out of 32 or more choices, the one most accurate on a window
         // of 50 to 200 items is often a cheap vote that was lucky on it; when the window

@@ -277,7 +277,12 @@ fn replay(
         _ => selection::initial(models, &constraint, Some(&world.recorded)),
     };
     let rule = scheme.rule();
-    let tracking = |config| Some(Learner::Tracker(Tracker::new(config, first.clone())));
+    let tracking = |config| {
+        Some(Learner::Tracker(Box::new(Tracker::new(
+            config,
+            first.clone(),
+        ))))
+    };
     // O2 and measured selection on the tracker's interval.
     let adjusting = |rule| {
         let config = SelectionConfig {

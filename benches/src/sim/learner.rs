@@ -25,7 +25,7 @@ pub struct Pending {
 /// A learning scheme's state.
 #[derive(Debug)]
 pub enum Learner {
-    Tracker(Tracker),
+    Tracker(Box<Tracker>),
     /// O1, then O2 (`SelectionConfig::rule` = cocktail) or measured selection (=
     /// measured) at the end of every `interval` requests, on the window of labelled
     /// outcomes (and, measured, the buffer of every candidate's answers).

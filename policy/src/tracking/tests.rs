@@ -136,7 +136,8 @@ fn a_shift_is_followed_sooner_than_the_window_turns_over() {
     let mut plain = Tracker::new(TrackingConfig::plain(), vec![0]);
     run(&mut cocktail, 0, 600, EASY);
     run(&mut plain, 0, 600, EASY);
-    let first = |members: Vec<Vec<usize>>| members.iter().position(|m| m == &vec![2]);
+    // The slow model alone, or in a vote that costs about as much and is as accurate.
+    let first = |members: Vec<Vec<usize>>| members.iter().position(|m| m.contains(&2));
     let tracked = first(run(&mut cocktail, 600, 400, HARD)).unwrap();
     let plainly = first(run(&mut plain, 600, 400, HARD)).unwrap();
     // The shift check fires within the recent 50 labels; the plain window needs
@@ -144,6 +145,42 @@ fn a_shift_is_followed_sooner_than_the_window_turns_over() {
     assert!(tracked <= 50, "{tracked}");
     assert!(tracked < plainly, "{tracked} vs {plainly}");
     assert_eq!(cocktail.shifts, 1);
+}
+
+#[test]
+fn of_choices_that_cost_alike_the_most_accurate_serves_and_a_dearer_one_does_not() {
+    // Model 0 (0.01 ms) is right on 81 items of 100, just over the target; model 1
+    // (0.012 ms, within the tier of 1.5x) on 90; the slow model 2 (10 ms) on 95. The
+    // cheapest that meets the target is model 0; of those that cost about as much,
+    // model 1 is the more accurate, and model 2 costs far more.
+    let models: Vec<Candidate> = [(0.01, 0.80), (0.012, 0.80), (10.0, 0.85)]
+        .map(|(latency_ms, accuracy)| Candidate {
+            latency_ms,
+            accuracy,
+            packing_factor: 1,
+        })
+        .to_vec();
+    const RIGHT: [fn(usize) -> bool; 3] = [|k| k % 100 < 81, |k| k % 10 != 0, |k| k % 20 != 0];
+    let serve = |config: TrackingConfig| {
+        let mut tracker = Tracker::new(config, vec![2]);
+        for k in 0..400 {
+            tracker.label(k as u64 + 1, item(k, RIGHT));
+            tracker.served(&models, &constraint());
+        }
+        tracker.members().to_vec()
+    };
+    let tiered = TrackingConfig {
+        margin_z: 0.0,
+        recent: 0,
+        ..TrackingConfig::cocktail()
+    };
+    assert_eq!(serve(tiered), vec![1]);
+    let cheapest = TrackingConfig {
+        cost_tier: 1.0,
+        ..tiered
+    };
+    assert_eq!(serve(cheapest), vec![0]);
+    assert_eq!(serve(TrackingConfig::plain()), vec![0]);
 }
 
 #[test]
