@@ -190,8 +190,9 @@ impl Worker {
         };
         let state = self.state.clone();
         let (secret, deadline) = (net.cluster_secret.clone(), net.request_timeout);
+        let model = self.state.model.name.clone();
         let server = HttpServer::new(move || {
-            let secret = secret.clone();
+            let (secret, model) = (secret.clone(), model.clone());
             App::new()
                 .app_data(state.clone())
                 .app_data(guard::Guarded(secret.is_some()))
@@ -201,7 +202,7 @@ impl Worker {
                 .wrap(from_fn(move |request, next| {
                     net::request_deadline(deadline, request, next)
                 }))
-                .configure(configure)
+                .configure(|cfg| configure(cfg, &model))
         })
         .workers(self.http_workers)
         .disable_signals()

@@ -55,10 +55,24 @@ impl AppState {
     }
 }
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+/// The routes of a worker serving `model`.
+pub fn configure(cfg: &mut web::ServiceConfig, model: &str) {
     use actix_web::http::Method;
-    // The infer route first: actix-web tries routes in order, and each templated one
-    // it passes costs a regex match (docs/design.md, "Per-call bookkeeping looked up once").
+    // The served model's infer path first, as a plain path: actix-web tries routes in
+    // order, and a templated one costs a regex match per request (docs/design.md,
+    // "Per-call bookkeeping looked up once"). The template after it answers the others
+    // (another model's name: 404). A name with characters a route pattern reads (a
+    // hand-written manifest's) is left to the template.
+    if model
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        cfg.service(endpoint(
+            &format!("/v2/models/{model}/infer"),
+            Method::POST,
+            infer_served,
+        ));
+    }
     cfg.service(endpoint("/v2/models/{model}/infer", Method::POST, infer))
         .service(endpoint("/v2", Method::GET, server_metadata))
         .service(endpoint("/v2/health/live", Method::GET, live))
@@ -213,9 +227,28 @@ pub async fn infer(
     request: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, WorkerError> {
+    timed_infer(state, &model, request, payload).await
+}
+
+/// [`infer`] on the served model's own path (no template, so no path to extract).
+pub async fn infer_served(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, WorkerError> {
+    let model = state.model.name.clone();
+    timed_infer(state, &model, request, payload).await
+}
+
+async fn timed_infer(
+    state: web::Data<AppState>,
+    model: &str,
+    request: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, WorkerError> {
     let started = Instant::now();
     let call = state.batcher.enter();
-    let result = infer_inner(&state, &model, &request, payload, &call).await;
+    let result = infer_inner(&state, model, &request, payload, &call).await;
     metrics::request(
         result.as_ref().map_or_else(WorkerError::kind, |_| "ok"),
         started.elapsed(),
