@@ -501,6 +501,18 @@ impl Zoo {
     }
 }
 
+/// Whether `name` is a plain task or model name: 1 to 64 letters, digits, `_`, `-` or
+/// `.`, not starting with `.`. Such a name can go into file names, TOML keys and URL
+/// paths as it is (`cocktail zoo` asks for one; a hand-written manifest may hold others).
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && !name.starts_with('.')
+}
+
 /// Hex sha256 of a file's bytes, streamed.
 pub fn sha256_file(path: &Path) -> Result<String, CommonError> {
     let mut file = std::fs::File::open(path).map_err(|e| CommonError::io(path, e))?;

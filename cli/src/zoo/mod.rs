@@ -65,13 +65,7 @@ pub fn run(zoo: Option<&Path>, ort_lib: Option<&Path>, args: &ZooArgs) -> anyhow
 
 /// Names go into file names and TOML keys: keep them plain.
 fn check_name(what: &str, name: &str) -> anyhow::Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        && !name.starts_with('.');
-    if !ok {
+    if !cocktail_common::zoo::is_plain_name(name) {
         bail!("{what} name `{name}` must be 1 to 64 letters, digits, `_`, `-` or `.` (not first)");
     }
     Ok(())

@@ -61,12 +61,9 @@ pub fn configure(cfg: &mut web::ServiceConfig, model: &str) {
     // The served model's infer path first, as a plain path: actix-web tries routes in
     // order, and a templated one costs a regex match per request (docs/design.md,
     // "Per-call bookkeeping looked up once"). The template after it answers the others
-    // (another model's name: 404). A name with characters a route pattern reads (a
-    // hand-written manifest's) is left to the template.
-    if model
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-    {
+    // (another model's name: 404). A name that is not plain (a hand-written manifest's,
+    // perhaps with characters a route pattern reads) is left to the template.
+    if cocktail_common::zoo::is_plain_name(model) {
         cfg.service(endpoint(
             &format!("/v2/models/{model}/infer"),
             Method::POST,
@@ -227,7 +224,7 @@ pub async fn infer(
     request: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, WorkerError> {
-    timed_infer(state, &model, request, payload).await
+    timed_infer(&state, &model, request, payload).await
 }
 
 /// [`infer`] on the served model's own path (no template, so no path to extract).
@@ -236,19 +233,18 @@ pub async fn infer_served(
     request: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, WorkerError> {
-    let model = state.model.name.clone();
-    timed_infer(state, &model, request, payload).await
+    timed_infer(&state, &state.model.name, request, payload).await
 }
 
 async fn timed_infer(
-    state: web::Data<AppState>,
+    state: &web::Data<AppState>,
     model: &str,
     request: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, WorkerError> {
     let started = Instant::now();
     let call = state.batcher.enter();
-    let result = infer_inner(&state, model, &request, payload, &call).await;
+    let result = infer_inner(state, model, &request, payload, &call).await;
     metrics::request(
         result.as_ref().map_or_else(WorkerError::kind, |_| "ok"),
         started.elapsed(),
