@@ -393,21 +393,30 @@ impl Cluster {
 
     /// Starts a worker for `model` and waits until the master lists it.
     pub async fn add_worker(&mut self, model: &str) {
-        let args: Vec<String> = [
+        self.add_worker_at(model, 0, None).await;
+    }
+
+    /// Starts a worker for `model` listening on `port` (0: any) and registering
+    /// `advertise` as its URL (None: the one it listens on), and waits until the master
+    /// lists it.
+    pub async fn add_worker_at(&mut self, model: &str, port: u16, advertise: Option<&str>) {
+        let port = port.to_string();
+        let mut args: Vec<&str> = vec![
             "--model",
             model,
             "--port",
-            "0",
+            &port,
             "--master",
             &self.master.url,
             "--heartbeat-ms",
             "200",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
+        ];
+        if let Some(url) = advertise {
+            args.extend(["--advertise-url", url]);
+        }
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
         let worker = Process::start("cocktail-worker", &args).await;
-        let url = worker.url.clone();
+        let url = advertise.map_or_else(|| worker.url.clone(), str::to_owned);
         self.workers.push((model.to_owned(), worker));
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {

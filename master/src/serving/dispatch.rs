@@ -39,6 +39,13 @@ impl Asked {
         self.instances.lock().push(Arc::clone(instance));
     }
 
+    /// The instances asked, less `instance`.
+    fn without(&self, instance: &Arc<Instance>) -> Vec<Arc<Instance>> {
+        let mut asked = self.snapshot();
+        asked.retain(|i| !Arc::ptr_eq(i, instance));
+        asked
+    }
+
     /// Whether a call of the slot waited for a free slot on its pool (all busy), or gave
     /// up waiting: the pool lacked capacity for it at that moment.
     pub fn queued(&self) -> bool {
@@ -81,6 +88,9 @@ pub enum MemberError {
     },
     /// The worker failed or answered something unusable.
     Failed(String),
+    /// The connection closed or reset after the call went out, before an answer came
+    /// (`CallError::Dropped`): a new connection to the same instance may well answer.
+    Dropped(String),
 }
 
 impl MemberError {
@@ -90,6 +100,7 @@ impl MemberError {
             Self::Deadline => "deadline",
             Self::Rejected { .. } => "rejected",
             Self::Failed(_) => "failed",
+            Self::Dropped(_) => "dropped",
         }
     }
 }
@@ -102,7 +113,7 @@ impl std::fmt::Display for MemberError {
             Self::Rejected {
                 status, message, ..
             } => write!(f, "rejected the input ({status}): {message}"),
-            Self::Failed(message) => f.write_str(message),
+            Self::Failed(message) | Self::Dropped(message) => f.write_str(message),
         }
     }
 }
@@ -148,7 +159,14 @@ impl Call<'_> {
     }
 
     /// Calls the pool of the task's `model` until an answer, a client error or the
-    /// deadline, on instances not in `asked` (and adds each one it sends to).
+    /// deadline, on instances not in `asked` (and adds each one it sends to). A call
+    /// whose connection dropped ([`MemberError::Dropped`]) goes once more to the same
+    /// instance, on a new connection, when no other instance can take it: the worker
+    /// restarted, or closed the connection as the call went out, and a request whose
+    /// only member it was on a pool of one instance would fail for it. Inference may run
+    /// twice; the member's answer is the same. Only when no other instance can take it:
+    /// the call moves on to another instance as before, rather than wait on a new
+    /// connection to one that may be gone.
     pub async fn ask(self, model: usize, asked: &Asked) -> Result<MemberAnswer, MemberError> {
         let Self {
             registry,
@@ -165,8 +183,24 @@ impl Call<'_> {
         let pool = registry.pool(model).ok_or(MemberError::NoInstance)?;
         pool.record_batch(items);
         let mut last_error = MemberError::NoInstance;
+        // The instance whose connection dropped under the last call, until it is asked
+        // again (once per member).
+        let mut resend: Option<Arc<Instance>> = None;
+        let mut resent = false;
         loop {
-            let mut lease = match pool.acquire(deadline, &asked.snapshot(), items).await {
+            let lease = match pool.acquire(deadline, &asked.snapshot(), items).await {
+                Err(NoSlot::NoInstance) => match resend.take() {
+                    Some(dropped) => {
+                        metrics::counter!("cocktail_master_member_resends_total", "model" => model.to_owned())
+                            .increment(1);
+                        pool.acquire(deadline, &asked.without(&dropped), items)
+                            .await
+                    }
+                    None => Err(NoSlot::NoInstance),
+                },
+                other => other,
+            };
+            let mut lease = match lease {
                 Ok(lease) => lease,
                 Err(NoSlot::Timeout) => {
                     asked.waited();
@@ -197,7 +231,7 @@ impl Call<'_> {
                 timeout: remaining.max(HUNG_AFTER),
             };
             let done = coalesce::submit(out, call);
-            let (_lease, outcome) = match tokio::time::timeout(remaining, done).await {
+            let (lease, outcome) = match tokio::time::timeout(remaining, done).await {
                 Ok(Ok(done)) => done,
                 Ok(Err(_)) => {
                     return Err(MemberError::Failed("the member call was dropped".into()));
@@ -209,6 +243,10 @@ impl Call<'_> {
                 Err(rejected @ MemberError::Rejected { .. }) => return Err(rejected),
                 Err(MemberError::Deadline) => return Err(MemberError::Deadline),
                 Err(other) => {
+                    if matches!(other, MemberError::Dropped(_)) && !resent {
+                        resent = true;
+                        resend = Some(Arc::clone(&lease.instance));
+                    }
                     metrics::counter!("cocktail_master_member_retries_total", "model" => model.to_owned())
                         .increment(1);
                     last_error = other;

@@ -58,9 +58,50 @@ pub enum CallError {
     /// The connection could not be made (refused, unreachable, TLS handshake).
     #[error("{0}")]
     Connect(String),
-    /// Anything else on the way: the connection closed, a malformed answer.
+    /// The connection closed or was reset after the call went out and before an answer
+    /// came: the worker restarted, or closed a pooled connection as the call took it. A
+    /// call on a new connection may well succeed (hyper-util sends a call again by
+    /// itself only when its pooled connection closed before the call was written).
+    #[error("{0}")]
+    Dropped(String),
+    /// Anything else on the way: a malformed answer, a failed TLS session.
     #[error("{0}")]
     Failed(String),
+}
+
+impl CallError {
+    fn from_hyper(error: &hyper_util::client::legacy::Error) -> Self {
+        if error.is_connect() {
+            Self::Connect(error_chain(error))
+        } else if dropped(error) {
+            Self::Dropped(error_chain(error))
+        } else {
+            Self::Failed(error_chain(error))
+        }
+    }
+}
+
+/// Whether `error` says the connection closed or was reset before the answer was whole:
+/// hyper's incomplete message ("connection closed before message completed"), or a
+/// reset or broken pipe anywhere in its chain.
+fn dropped(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(error);
+    while let Some(e) = source {
+        let incomplete = e
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message);
+        let reset = e.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            )
+        });
+        if incomplete || reset {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 impl ClusterClient {
@@ -122,18 +163,23 @@ impl ClusterClient {
             request.headers_mut().insert(AUTHORIZATION, value.clone());
         }
         let call = async {
-            let response = self.client.request(request).await.map_err(|e| {
-                if e.is_connect() {
-                    CallError::Connect(error_chain(&e))
-                } else {
-                    CallError::Failed(error_chain(&e))
-                }
-            })?;
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| CallError::from_hyper(&e))?;
             let (parts, body) = response.into_parts();
             let body = body
                 .collect()
                 .await
-                .map_err(|e| CallError::Failed(format!("reading the answer: {}", error_chain(&e))))?
+                .map_err(|e| {
+                    let message = format!("reading the answer: {}", error_chain(&e));
+                    if dropped(&e) {
+                        CallError::Dropped(message)
+                    } else {
+                        CallError::Failed(message)
+                    }
+                })?
                 .to_bytes();
             Ok(Reply {
                 status: parts.status,
@@ -231,6 +277,38 @@ mod tests {
             matches!(outcome, Err(CallError::Timeout(t)) if t == timeout),
             "{outcome:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_connection_closed_after_the_call_went_out_is_dropped() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!(
+            "http://{}/v2/models/m/infer",
+            listener.local_addr().unwrap()
+        )
+        .parse()
+        .unwrap();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut read = Vec::new();
+            let mut buffer = [0_u8; 4096];
+            while !String::from_utf8_lossy(&read).ends_with("body") {
+                let n = socket.read(&mut buffer).await.unwrap();
+                read.extend_from_slice(&buffer[..n]);
+            }
+            // Closed with the request read and no answer written.
+        });
+        let client = ClusterClient::new(&[], None, 4).unwrap();
+        let outcome = client
+            .post(
+                &uri,
+                [],
+                Bytes::from_static(b"body"),
+                Duration::from_secs(5),
+            )
+            .await;
+        server.await.unwrap();
+        assert!(matches!(outcome, Err(CallError::Dropped(_))), "{outcome:?}");
     }
 
     #[tokio::test]

@@ -17,6 +17,7 @@ use cocktail_tests::zoo_manifest;
 use serde_json::{Value, json};
 
 mod deadlines;
+mod dropped;
 mod inputs;
 mod joined;
 mod selection;

@@ -274,7 +274,11 @@ async fn post(
                 Reached::Unanswered
             };
             let error = format!("{}: {e}", instance.id);
-            (reached, Err(MemberError::Failed(error)))
+            let error = match e {
+                CallError::Dropped(_) => MemberError::Dropped(error),
+                _ => MemberError::Failed(error),
+            };
+            (reached, Err(error))
         }
     }
 }
