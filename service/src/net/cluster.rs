@@ -200,9 +200,20 @@ mod tests {
 
     use super::*;
 
-    /// A server on loopback that reads one request and, unless `silent`, answers 200
-    /// with `ok`; it hands back the request it read.
-    async fn one_call(silent: bool) -> (Uri, tokio::task::JoinHandle<String>) {
+    /// What the test server does once it has read the request.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Then {
+        /// Answers 200 with `ok`.
+        Answer,
+        /// Holds the connection open, answering nothing.
+        Hold,
+        /// Closes the connection, answering nothing.
+        Close,
+    }
+
+    /// A server on loopback that reads one request and does `then`; it hands back the
+    /// request it read.
+    async fn one_call(then: Then) -> (Uri, tokio::task::JoinHandle<String>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let uri = format!(
             "http://{}/v2/models/m/infer",
@@ -218,11 +229,13 @@ mod tests {
                 let n = socket.read(&mut buffer).await.unwrap();
                 read.extend_from_slice(&buffer[..n]);
             }
-            if silent {
-                tokio::time::sleep(Duration::from_secs(5)).await;
-            } else {
-                let answer = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-part: 7\r\n\r\nok";
-                socket.write_all(answer.as_bytes()).await.unwrap();
+            match then {
+                Then::Answer => {
+                    let answer = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-part: 7\r\n\r\nok";
+                    socket.write_all(answer.as_bytes()).await.unwrap();
+                }
+                Then::Hold => tokio::time::sleep(Duration::from_secs(5)).await,
+                Then::Close => drop(socket),
             }
             String::from_utf8_lossy(&read).into_owned()
         });
@@ -231,7 +244,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_presents_the_secret_and_reads_the_whole_answer() {
-        let (uri, server) = one_call(false).await;
+        let (uri, server) = one_call(Then::Answer).await;
         let secret = Secret::new("s3cret-for-the-cluster-0123456789", "test").unwrap();
         let client = ClusterClient::new(&[], Some(&secret), 4).unwrap();
         let header = (
@@ -267,7 +280,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_worker_that_does_not_answer_in_time_is_a_timeout() {
-        let (uri, _server) = one_call(true).await;
+        let (uri, _server) = one_call(Then::Hold).await;
         let client = ClusterClient::new(&[], None, 4).unwrap();
         let timeout = Duration::from_millis(200);
         let outcome = client
@@ -281,23 +294,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_closed_after_the_call_went_out_is_dropped() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let uri: Uri = format!(
-            "http://{}/v2/models/m/infer",
-            listener.local_addr().unwrap()
-        )
-        .parse()
-        .unwrap();
-        let server = tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut read = Vec::new();
-            let mut buffer = [0_u8; 4096];
-            while !String::from_utf8_lossy(&read).ends_with("body") {
-                let n = socket.read(&mut buffer).await.unwrap();
-                read.extend_from_slice(&buffer[..n]);
-            }
-            // Closed with the request read and no answer written.
-        });
+        let (uri, server) = one_call(Then::Close).await;
         let client = ClusterClient::new(&[], None, 4).unwrap();
         let outcome = client
             .post(
