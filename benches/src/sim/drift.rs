@@ -438,6 +438,10 @@ pub struct StaticChoice {
     pub accuracy_met: f64,
     /// The members' summed profiled inference time per request (µs).
     pub inference_us: f64,
+    /// Per run of a phase (each round's apart, in the schedule's order): the requests
+    /// whose last 200 answers met the target ([`super::drift_bound::Frontier`]).
+    #[serde(skip)]
+    pub met_per_run: Vec<u64>,
 }
 
 /// The static choices issue 34's cost goal compares Cocktail with: every single model,
@@ -447,8 +451,49 @@ pub struct StaticChoice {
 /// sees for `seed`. Cheapest first.
 pub fn static_choices(dw: &DriftWorld<'_>, seed: u64) -> Vec<StaticChoice> {
     let world: &World = &dw.world;
-    let models = &world.candidates;
     let (items, _) = dw.requests(seed, 0.0);
+    let choices = static_candidates(world);
+    let mut served = crate::parallel::map_counted(&choices, None, |(members, rule)| {
+        serve_throughout(dw, &items, members, *rule)
+    });
+    served.sort_by(|a, b| a.inference_us.total_cmp(&b.inference_us));
+    served
+}
+
+/// `members` voting by `rule`, served throughout `items` (the requests of `dw`'s
+/// schedule).
+pub(super) fn serve_throughout(
+    dw: &DriftWorld<'_>,
+    items: &[usize],
+    members: &[usize],
+    rule: Rule,
+) -> StaticChoice {
+    let world: &World = &dw.world;
+    let schedule = dw.drift.schedule;
+    let per_run = schedule.phase_requests.max(1);
+    let mut window = Outcomes::default();
+    let mut met_per_run = vec![0_u64; items.len().div_ceil(per_run)];
+    for (k, &item) in items.iter().enumerate() {
+        window.push(vote_right(world, members, item, rule));
+        if window.accuracy() >= schedule.target {
+            met_per_run[k / per_run] += 1;
+        }
+    }
+    StaticChoice {
+        members: members.to_vec(),
+        soft: rule == Rule::Soft,
+        accuracy_met: met_per_run.iter().sum::<u64>() as f64 / items.len().max(1) as f64,
+        inference_us: members
+            .iter()
+            .map(|&m| world.candidates[m].latency_ms * 1000.0)
+            .sum(),
+        met_per_run,
+    }
+}
+
+/// The members and rule of each of [`static_choices`].
+fn static_candidates(world: &World) -> Vec<(Vec<usize>, Rule)> {
+    let models = &world.candidates;
     let mut accurate: Vec<usize> = (0..models.len()).collect();
     accurate.sort_by(|&a, &b| models[b].accuracy.total_cmp(&models[a].accuracy));
     accurate.truncate(9);
@@ -465,25 +510,7 @@ pub fn static_choices(dw: &DriftWorld<'_>, seed: u64) -> Vec<StaticChoice> {
             choices.extend(rules.iter().map(|&rule| (members.clone(), rule)));
         }
     }
-    let target = dw.drift.schedule.target;
-    let mut served = crate::parallel::map_counted(&choices, None, |(members, rule)| {
-        let mut window = Outcomes::default();
-        let met = items
-            .iter()
-            .filter(|&&item| {
-                window.push(vote_right(world, members, item, *rule));
-                window.accuracy() >= target
-            })
-            .count();
-        StaticChoice {
-            members: members.clone(),
-            soft: *rule == Rule::Soft,
-            accuracy_met: met as f64 / items.len().max(1) as f64,
-            inference_us: members.iter().map(|&m| models[m].latency_ms * 1000.0).sum(),
-        }
-    });
-    served.sort_by(|a, b| a.inference_us.total_cmp(&b.inference_us));
-    served
+    choices
 }
 
 /// Every scheme under every label setting of [`FEEDBACK`] (the label-free schemes once,

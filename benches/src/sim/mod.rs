@@ -20,6 +20,7 @@ mod ask;
 pub mod cluster;
 mod config;
 pub mod drift;
+pub mod drift_bound;
 mod drift_world;
 mod fleet;
 mod learner;
