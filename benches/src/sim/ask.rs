@@ -3,7 +3,7 @@
 //! best unused candidate that has one answers. Hedging is not modelled.
 
 use cocktail_policy::ensemble::Ensemble;
-use cocktail_policy::selection;
+use cocktail_policy::{response, selection};
 
 use super::World;
 use super::cluster::{Cluster, Served};
@@ -20,9 +20,12 @@ pub(super) struct Ballots {
 impl Ballots {
     /// Asks every one of `members` of `ensemble` for test item `item` at `t`, due at `due`
     /// and waited for until `deadline` (later than `due` only when no member is predicted
-    /// to answer in time): `(item, t, due, deadline)`. Returns when the last answer came
+    /// to answer in time): `(item, t, due, deadline)`. Returns when the request answers
     /// and whether some member answered after `due`, missed the deadline or could not be
-    /// served.
+    /// served. As live (`cocktail_master::serving::failover::gather`), when no member
+    /// answered by `deadline`, the first late answer within [`response::LATE_LIMIT_MS`]
+    /// of `t` votes alone. Unlike live, a call that got no slot by `deadline` is not
+    /// queued on to answer late: the simulator books a slot once.
     pub fn ask(
         &mut self,
         cluster: &mut Cluster,
@@ -43,6 +46,13 @@ impl Ballots {
         let mut finish = t;
         let mut missed = false;
         let mut spares: Option<Vec<usize>> = None;
+        // The first late answer: when it came, its model and its member's slot.
+        let mut first_late: Option<(f64, usize, Option<usize>)> = None;
+        let mut late = |at: f64, model: usize, slot: Option<usize>| {
+            if first_late.is_none_or(|(first, _, _)| at < first) {
+                first_late = Some((at, model, slot));
+            }
+        };
         for &m in members {
             match cluster.serve(m, t, deadline) {
                 Served::At(at) => {
@@ -53,7 +63,13 @@ impl Ballots {
                         self.cast.push((m, [class]));
                     }
                 }
-                Served::Late(_) | Served::Missed => {
+                Served::Late(at) => {
+                    late(at, m, Some(self.member_classes.len()));
+                    finish = finish.max(deadline);
+                    missed = true;
+                    self.member_classes.push(None);
+                }
+                Served::Missed => {
                     finish = finish.max(deadline);
                     missed = true;
                     self.member_classes.push(None);
@@ -77,7 +93,10 @@ impl Ballots {
                                 self.cast.push((model, [class]));
                             }
                         }
-                        Some(_) => {
+                        Some((model, served)) => {
+                            if let Served::Late(at) = served {
+                                late(at, model, None);
+                            }
                             finish = finish.max(deadline);
                             missed = true;
                         }
@@ -85,6 +104,17 @@ impl Ballots {
                     }
                 }
             }
+        }
+        let limit = t + response::LATE_LIMIT_MS / 1e3;
+        if self.cast.is_empty()
+            && let Some((at, model, slot)) = first_late.filter(|&(at, _, _)| at <= limit + 1e-12)
+            && let Some(class) = answer(model)
+        {
+            self.cast.push((model, [class]));
+            if let Some(own) = slot.and_then(|k| self.member_classes.get_mut(k)) {
+                *own = Some(class);
+            }
+            finish = at;
         }
         (finish, missed)
     }

@@ -339,7 +339,11 @@ impl Cluster {
             return (Served::NoInstance, service);
         };
         let start = slot.max(t);
-        if start > deadline {
+        // A call that must wait for its slot past the deadline is not made; one that has
+        // its slot at once is, even when the hop alone takes it past the deadline: the
+        // live master sends it, and its late answer may still be the request's
+        // (`Ballots::ask`).
+        if start > deadline && start > t {
             p.misses += 1;
             return (Served::Missed, service);
         }

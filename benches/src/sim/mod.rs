@@ -548,6 +548,29 @@ mod tests {
     }
 
     #[test]
+    fn a_request_whose_members_all_answer_late_takes_the_first_late_answer_as_live() {
+        // The constraint types give each model its inference plus 0.5 ms; a hop of 5 ms
+        // makes every answer late, and each request is still answered, by its one
+        // member's late answer (cocktail_master::serving::failover::gather), where the
+        // simulator used to lose the vote (sim_vs_live in CI: 0.05 accuracy met against
+        // 0.83 live).
+        let world = world();
+        let late = {
+            let mut c = config(Scheme::Infaas, 300, 20.0);
+            c.hop_ms = 5.0;
+            run(&world, &c, None)
+        };
+        assert_eq!(late.failed, 0, "{late:?}");
+        assert!((late.slo_violations - 1.0).abs() < 1e-9, "{late:?}");
+        for t in &late.types {
+            let model = world.types.iter().find(|w| w.name == t.name).unwrap().model;
+            assert!((t.accuracy - world.accuracy[model]).abs() < 0.03, "{t:?}");
+        }
+        // Answered when the late answer came: after its inference and the hop.
+        assert!(late.latency_ms.min > 5.0, "{:?}", late.latency_ms);
+    }
+
+    #[test]
     fn failures_are_replaced_and_load_is_followed() {
         let world = world().with_latency_scale(100.0);
         let mut rates = vec![200.0; 600];
