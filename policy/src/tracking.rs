@@ -75,6 +75,18 @@ pub struct TrackingConfig {
     /// with no more room than the margin, where a single choice meets it with whatever
     /// room the next dearer choice happens to have.
     pub pace: bool,
+    /// What a millisecond of inference per request is worth, in chance of meeting the
+    /// target: when set, a re-selection serves the choice with the most `p - price *
+    /// cost`, where `p` is the chance that a window of its answers meets the target (its
+    /// accuracy on the window against the target, in standard errors of the window,
+    /// through the normal distribution) and `cost` its inference per request in ms; the
+    /// margin, the cost tier and pacing then play no part. Where the cheapest choice that
+    /// meets the target serves one that clears it barely and a dearer one that clears it
+    /// surely alike, the price weighs how surely against what it costs, across phases: a
+    /// cheap vote that clears the target by a margin is worth its few microseconds, a slow
+    /// model is taken only where nothing cheap comes near. `None`: the cheapest choice
+    /// that meets the target with its margin.
+    pub price: Option<f64>,
 }
 
 impl TrackingConfig {
@@ -103,6 +115,7 @@ impl TrackingConfig {
             rule: Rule::Majority,
             cost_tier: 1.5,
             pace: false,
+            price: None,
         }
     }
 
@@ -115,6 +128,7 @@ impl TrackingConfig {
         Self {
             rule,
             pace: knobs.pace,
+            price: knobs.price,
             margin_z: knobs.margin_z,
             recent: if knobs.shift_check {
                 cocktail.recent
@@ -142,13 +156,15 @@ impl TrackingConfig {
             rule: Rule::Majority,
             cost_tier: 1.0,
             pace: false,
+            price: None,
         }
     }
 }
 
 /// What an operator sets of a tracker (the master's `--tracking-margin`,
-/// `--no-shift-check` and `--pace`); the rest is [`TrackingConfig::cocktail`]'s. The drift
-/// replay tunes them on a held-out half of the test set (`benches/src/sim/tuning.rs`).
+/// `--no-shift-check`, `--pace` and `--tracking-price`); the rest is
+/// [`TrackingConfig::cocktail`]'s. The drift replay tunes them on a held-out half of the
+/// test set (`benches/src/sim/tuning.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Knobs {
     /// [`TrackingConfig::margin_z`].
@@ -157,6 +173,8 @@ pub struct Knobs {
     pub shift_check: bool,
     /// [`TrackingConfig::pace`].
     pub pace: bool,
+    /// [`TrackingConfig::price`].
+    pub price: Option<f64>,
 }
 
 impl Knobs {
@@ -166,34 +184,62 @@ impl Knobs {
 
     /// An operator's settings, the margin checked (`--tracking-margin`: 0 to
     /// [`Knobs::MAX_MARGIN_Z`], a number).
-    pub fn new(margin_z: f64, shift_check: bool, pace: bool) -> Result<Self, MarginOutOfRange> {
+    pub fn new(margin_z: f64, shift_check: bool, pace: bool) -> Result<Self, KnobError> {
         if !(0.0..=Self::MAX_MARGIN_Z).contains(&margin_z) {
-            return Err(MarginOutOfRange(margin_z));
+            return Err(KnobError::Margin(margin_z));
         }
         Ok(Self {
             margin_z,
             shift_check,
             pace,
+            price: None,
         })
     }
+
+    /// With a price of inference (`--tracking-price`: 0 to [`Knobs::MAX_PRICE`] per ms, a
+    /// number), or none.
+    pub fn priced(self, price: Option<f64>) -> Result<Self, KnobError> {
+        match price {
+            Some(p) if !(0.0..=Self::MAX_PRICE).contains(&p) => Err(KnobError::Price(p)),
+            price => Ok(Self { price, ..self }),
+        }
+    }
+
+    /// The largest price an operator may set: a millisecond worth a whole chance of
+    /// meeting the target, beyond which every choice's worth is its cost alone.
+    pub const MAX_PRICE: f64 = 1.0;
 }
 
-/// A `--tracking-margin` outside 0 to [`Knobs::MAX_MARGIN_Z`] (or not a number).
+/// An operator's tracker setting out of its range (or not a number).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MarginOutOfRange(pub f64);
+pub enum KnobError {
+    /// A `--tracking-margin` outside 0 to [`Knobs::MAX_MARGIN_Z`].
+    Margin(f64),
+    /// A `--tracking-price` outside 0 to [`Knobs::MAX_PRICE`].
+    Price(f64),
+}
 
-impl std::fmt::Display for MarginOutOfRange {
+impl std::fmt::Display for KnobError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "`--tracking-margin` must be 0 to {} standard errors; given {}",
-            Knobs::MAX_MARGIN_Z,
-            self.0
-        )
+        let (flag, max, unit, given) = match *self {
+            Self::Margin(given) => (
+                "--tracking-margin",
+                Knobs::MAX_MARGIN_Z,
+                "standard errors",
+                given,
+            ),
+            Self::Price(given) => (
+                "--tracking-price",
+                Knobs::MAX_PRICE,
+                "per ms of inference",
+                given,
+            ),
+        };
+        write!(f, "`{flag}` must be 0 to {max} {unit}; given {given}")
     }
 }
 
-impl std::error::Error for MarginOutOfRange {}
+impl std::error::Error for KnobError {}
 
 impl Default for Knobs {
     /// Cocktail's: its margin, the shift check, no pacing.
@@ -202,18 +248,23 @@ impl Default for Knobs {
             margin_z: TrackingConfig::cocktail().margin_z,
             shift_check: true,
             pace: false,
+            price: None,
         }
     }
 }
 
 impl std::fmt::Display for Knobs {
-    /// As the master's flags that set them.
+    /// As the master's flags that set them (a price's without the margin and pacing,
+    /// which play no part beside it).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "--tracking-margin {}", self.margin_z)?;
+        match self.price {
+            Some(price) => write!(f, "--tracking-price {price}")?,
+            None => write!(f, "--tracking-margin {}", self.margin_z)?,
+        }
         if !self.shift_check {
             f.write_str(" --no-shift-check")?;
         }
-        if self.pace {
+        if self.pace && self.price.is_none() {
             f.write_str(" --pace")?;
         }
         Ok(())
@@ -435,6 +486,20 @@ impl Tracker {
                 }
             }
         }
+        if let Some(price) = self.config.price {
+            let n = self.items.len();
+            let value = |cost: f64, accuracy: f64| {
+                met_chance(accuracy, constraint.accuracy, n) - price * cost
+            };
+            // The most worth; of equal worth, the cheaper.
+            if let Some((members, ..)) = scored.iter().max_by(|(_, c1, a1), (_, c2, a2)| {
+                value(*c1, *a1)
+                    .total_cmp(&value(*c2, *a2))
+                    .then(c2.total_cmp(c1))
+            }) {
+                return Choice::One(members.clone());
+            }
+        }
         if let Some((members, accuracy)) = cheapest_meeting {
             let alone = cost(&members);
             if self.config.pace
@@ -532,6 +597,16 @@ impl Mix {
 /// The standard error of an accuracy `p` measured on `n` items.
 fn standard_error(p: f64, n: usize) -> f64 {
     (p * (1.0 - p) / n.max(1) as f64).sqrt()
+}
+
+/// The chance that a window of answers from a choice `accuracy` accurate on `n` items
+/// meets `target`: the normal approximation of the window's accuracy around it (its
+/// standard error kept off zero, so that a choice right on every item of a small window
+/// is not taken for certain).
+fn met_chance(accuracy: f64, target: f64, n: usize) -> f64 {
+    use statrs::distribution::{ContinuousCDF as _, Normal};
+    let se = standard_error(accuracy.clamp(0.02, 0.98), n);
+    Normal::standard().cdf((accuracy - target) / se)
 }
 
 /// The share of `items` on which the vote of `members` under `rule` is right (a plain

@@ -316,3 +316,45 @@ fn too_few_labels_serve_the_most_accurate_and_old_labels_are_forgotten() {
     }
     assert!(tracker.is_empty());
 }
+
+#[test]
+fn a_price_weighs_how_surely_a_choice_meets_the_target_against_its_cost() {
+    // Target 0.8 on a window of 200. Model 0 (0.01 ms) is right on 81 items of 100:
+    // it meets the target on the window, barely (a window of its answers meets it about
+    // three times in five). Model 2 (10 ms) is right on 95: surely. The cheapest that
+    // meets the target is model 0; a price of 0.01 per ms makes model 2's 10 ms cost a
+    // tenth of a chance, less than the surety it adds; a price of 0.1 makes it cost a
+    // whole chance, more than that.
+    const RIGHT: [fn(usize) -> bool; 3] = [|k| k % 100 < 81, |_| false, |k| k % 20 != 0];
+    let serve = |price| {
+        let config = TrackingConfig {
+            price,
+            ..TrackingConfig::plain()
+        };
+        let mut tracker = Tracker::new(config, vec![0]);
+        run(&mut tracker, 0, 400, RIGHT).last().cloned().unwrap()
+    };
+    assert_eq!(serve(None), vec![0]);
+    assert_eq!(serve(Some(0.01)), vec![2]);
+    assert_eq!(serve(Some(0.1)), vec![0]);
+    // The chance itself: at the target, a half; 0.9 on 100 items is 3.33 of its standard
+    // errors (0.03) above 0.8: 0.99957.
+    assert!((met_chance(0.8, 0.8, 200) - 0.5).abs() < 1e-9);
+    assert!((met_chance(0.9, 0.8, 100) - 0.99957).abs() < 1e-5);
+}
+
+#[test]
+fn a_price_out_of_range_is_refused_naming_the_flag() {
+    let knobs = Knobs::default();
+    assert_eq!(knobs.priced(None), Ok(knobs));
+    assert_eq!(knobs.priced(Some(0.03)).map(|k| k.price), Ok(Some(0.03)));
+    for bad in [-0.1, 1.5, f64::NAN] {
+        let error = knobs.priced(Some(bad)).unwrap_err().to_string();
+        assert!(
+            error.contains("`--tracking-price` must be 0 to 1"),
+            "{error}"
+        );
+    }
+    let set = knobs.priced(Some(0.035)).unwrap().to_string();
+    assert_eq!(set, "--tracking-price 0.035");
+}

@@ -73,8 +73,12 @@ impl Master {
             None => self.ask_about_unlabelled(record, request, resolved.deadline, id),
         }
         if self.config.selection.rule == Rule::Tracking {
-            // The candidates read the registry: not under the key's lock.
-            let models = self.served(&resolved.task);
+            // The candidates read the registry: not under the key's lock. A priced tracker
+            // weighs inference, what its price is of, not the hop: that is no cost of
+            // the choice, and its measurement moves with the load, which a price, unlike
+            // the margin rule's order of costs, would follow.
+            let priced = self.config.knobs.price.is_some();
+            let models = self.served_with(&resolved.task, !priced);
             let (change, paced) = {
                 let mut s = state.lock();
                 let window_accuracy = s.window_accuracy();
