@@ -158,7 +158,10 @@ impl Master {
         window_accuracy: Option<f64>,
     ) {
         let (kind, _) = crate::serving::traffic::describe(change);
-        let members = names(task, &state.lock().members);
+        let (members, measured_items) = {
+            let s = state.lock();
+            (names(task, &s.members), s.remembered())
+        };
         let now_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
@@ -169,7 +172,7 @@ impl Master {
             window_accuracy,
             now_s,
         );
-        tracing::info!(%key, kind, ?members, "selection changed an ensemble");
+        tracing::info!(%key, kind, ?members, measured_items, "selection changed an ensemble");
         metrics::counter!("cocktail_master_selection_changes_total", "kind" => kind).increment(1);
         self.publish(task, key, state);
     }
