@@ -287,14 +287,14 @@ async fn a_paced_tracking_master_mixes_two_choices_as_its_replay_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_priced_tracking_master_meets_its_target_as_often_as_its_replay() {
     // The setting the page's tuning chose with every label (`Cocktail (tracking, tuned)`).
-    // Accuracy met agrees (63.3–63.4 % live, 63.4 % replayed, in eleven runs on 2026-12-05);
+    // Accuracy met agrees (63.3–63.4 % live, 63.4 % replayed, in thirteen runs on 2026-12-05);
     // models per request do not always: 1.50 live against 1.33 replayed in five of them, equal
-    // in the other six, so they are checked against the replays with labels 1 to `LABEL_LAGS`
-    // requests late. The first re-selection (request 100) decides it, on the labels in by
-    // then. The replay gives it those of requests 1–99; live, a label joins the window once
-    // its request's shadow calls are back, and Poisson arrivals that come while the first
-    // requests are slow can overtake them (the master logs how many labels a change was
-    // decided on: `measured_items=98` or `99` in the runs that agreed). On the movie items
+    // in the other eight, so they are checked against the replays with labels 1 to
+    // `LABEL_LAGS` requests late. The first re-selection (request 100) decides it, on the
+    // labels in by then. The replay gives it those of requests 1–99; live, a label joins the
+    // window once its request's shadow calls are back, and Poisson arrivals that come while
+    // the first requests are slow can overtake them (the master logs how many labels a change
+    // was decided on: `measured_items=98` or `99` in the runs that agreed). On the movie items
     // every cheap choice meets the target almost surely, so `boe_mlp` alone and the vote of
     // `boe_tiny`, `boe` and `boe_mlp` are within 0.0007 of worth, the price of their 20 µs of
     // difference, and a few labels tip it: replayed with labels 0–2 requests late `boe_mlp`
