@@ -112,12 +112,16 @@ pub fn assert_agrees(
     models_per_request: f64,
 ) {
     assert_accuracy_agrees(live, requests, accuracy_met);
-    let ratio = live.models_per_request / models_per_request;
     assert!(
-        (0.9..=1.1).contains(&ratio),
+        models_agree(live.models_per_request, models_per_request),
         "models per request: live {} vs simulated {models_per_request}",
         live.models_per_request
     );
+}
+
+/// Whether a live run's models per request are within 10 % of a simulation's.
+pub fn models_agree(live: f64, simulated: f64) -> bool {
+    (0.9..=1.1).contains(&(live / simulated))
 }
 
 /// [`assert_agrees`] without models per request: nothing failed or dropped, the same
