@@ -88,6 +88,46 @@ impl Frontier {
     }
 }
 
+impl Frontier {
+    /// The requests of every run.
+    fn requests(&self) -> u64 {
+        self.runs.iter().map(|(n, _)| n).sum()
+    }
+
+    /// The least inference per request at which the share of requests meeting the target
+    /// reaches `level`; `None` when no budget does. By bisection: the share grows with
+    /// the budget, piecewise linearly, and a microsecond's hundredth is precision enough.
+    pub fn budget_for(&self, level: f64) -> Option<f64> {
+        let dearest = self
+            .runs
+            .iter()
+            .flat_map(|(_, options)| options.iter().map(|o| o.0))
+            .fold(0.0, f64::max);
+        let reaches = |budget: f64| self.accuracy_met_at(budget).is_some_and(|m| m >= level);
+        if !reaches(dearest) {
+            return None;
+        }
+        let (mut low, mut high) = (0.0, dearest);
+        while high - low > 0.01 {
+            let mid = (low + high) / 2.0;
+            if reaches(mid) {
+                high = mid;
+            } else {
+                low = mid;
+            }
+        }
+        Some(high)
+    }
+
+    /// The least inference per request at which the share of requests meeting the
+    /// target is above every one of `statics`' (by one request): from there issue 34's
+    /// cost goal has no static choice to beat. `None` when no budget gets there.
+    pub fn budget_beyond(&self, statics: &[StaticChoice]) -> Option<f64> {
+        let top = statics.iter().map(|c| c.accuracy_met).fold(0.0, f64::max);
+        self.budget_for(top + 1.0 / self.requests().max(1) as f64)
+    }
+}
+
 /// The points of `options` (cost, met) on the upper concave hull from the cheapest up to
 /// the one meeting the target most often, cheapest first: the choices (and shares of two
 /// neighbours) that no mix of others beats at their cost. Hand-written: a dozen lines of
@@ -138,26 +178,55 @@ mod tests {
         assert_eq!(hull, vec![(0.0, 5), (2.0, 40), (4.0, 50)]);
     }
 
-    #[test]
-    fn the_budget_goes_to_the_steepest_gains_first() {
-        // Two runs of 10 requests. Run A: 2 met for free, 10 at 1 µs. Run B: 0 met for
-        // free, 10 at 4 µs. At 0.5 µs per request (10 µs in all) A's step (8 met for 10
-        // µs) goes first and takes it all.
-        let frontier = Frontier {
+    /// Two runs of 10 requests. Run A: 2 met for free, 10 at 1 µs. Run B: 0 met for
+    /// free, 10 at 4 µs.
+    fn two_runs() -> Frontier {
+        Frontier {
             runs: vec![
                 (10, vec![(0.0, 2), (1.0, 10)]),
                 (10, vec![(0.0, 0), (4.0, 10)]),
             ],
-        };
+        }
+    }
+
+    #[test]
+    fn the_budget_goes_to_the_steepest_gains_first() {
+        // [`two_runs`]. At 0.5 µs per request (10 µs in all) A's step (8 met for 10
+        // µs) goes first and takes it all.
+        let frontier = two_runs();
         let at = |budget| frontier.accuracy_met_at(budget).unwrap();
         assert!((at(0.0) - 2.0 / 20.0).abs() < 1e-12);
         assert!((at(0.5) - 10.0 / 20.0).abs() < 1e-12);
         // Another 20 µs (1.5 per request) buys half of B's step: 5 more.
         assert!((at(1.5) - 15.0 / 20.0).abs() < 1e-12);
         assert!((at(100.0) - 1.0).abs() < 1e-12);
+        // The least budget for 15 of 20: 1.5 µs.
+        assert!((frontier.budget_for(0.75).unwrap() - 1.5).abs() < 0.02);
+        assert_eq!(frontier.budget_for(1.01), None);
         let dear = Frontier {
             runs: vec![(10, vec![(3.0, 10)])],
         };
         assert_eq!(dear.accuracy_met_at(1.0), None);
+    }
+
+    fn static_choice(accuracy_met: f64) -> StaticChoice {
+        StaticChoice {
+            members: Vec::new(),
+            soft: false,
+            accuracy_met,
+            inference_us: 1.0,
+            met_per_run: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn beyond_every_static_choice_is_one_request_more_than_the_best() {
+        // [`two_runs`]. The best static choice meets the target for 18 of
+        // 20; 19 take A's whole step (10 µs) and nine tenths of B's (36 µs): 2.3 µs per
+        // request.
+        let frontier = two_runs();
+        let beyond = frontier.budget_beyond(&[static_choice(0.5), static_choice(0.9)]);
+        assert!((beyond.unwrap() - 2.3).abs() < 0.02, "{beyond:?}");
+        assert_eq!(frontier.budget_beyond(&[static_choice(1.0)]), None);
     }
 }
