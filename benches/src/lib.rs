@@ -2,6 +2,7 @@
 //! reports and plots that compare the schemes (issue 6).
 
 pub mod autoscaling;
+pub mod drift_goals;
 pub mod drift_report;
 pub mod drift_rules;
 pub mod ensemble_gain;
