@@ -11,7 +11,9 @@
 //! the best such serving is the linear relaxation of a multiple-choice knapsack, which the
 //! greedy walk below solves (the steepest gain per microsecond first, along each run's
 //! upper hull). No learning scheme knows the phases, so none should be expected to reach
-//! it; a goal above it asks for more than this zoo's answers hold.
+//! it; a goal above it asks for more than this zoo's answers hold. Read the other way
+//! ([`Frontier::budget_for`]), it gives the least inference at which such a serving meets
+//! the target as often as a run of Cocktail's, or more often than every static choice.
 
 use cocktail_policy::estimate::Rule;
 
@@ -86,9 +88,7 @@ impl Frontier {
         }
         Some(met / total.max(1) as f64)
     }
-}
 
-impl Frontier {
     /// The requests of every run.
     fn requests(&self) -> u64 {
         self.runs.iter().map(|(n, _)| n).sum()
@@ -191,8 +191,8 @@ mod tests {
 
     #[test]
     fn the_budget_goes_to_the_steepest_gains_first() {
-        // [`two_runs`]. At 0.5 µs per request (10 µs in all) A's step (8 met for 10
-        // µs) goes first and takes it all.
+        // [`two_runs`]. At 0.5 µs per request (10 µs in all) A's step (8 met for 10 µs)
+        // goes first and takes it all.
         let frontier = two_runs();
         let at = |budget| frontier.accuracy_met_at(budget).unwrap();
         assert!((at(0.0) - 2.0 / 20.0).abs() < 1e-12);
@@ -221,9 +221,8 @@ mod tests {
 
     #[test]
     fn beyond_every_static_choice_is_one_request_more_than_the_best() {
-        // [`two_runs`]. The best static choice meets the target for 18 of
-        // 20; 19 take A's whole step (10 µs) and nine tenths of B's (36 µs): 2.3 µs per
-        // request.
+        // [`two_runs`]. The best static choice meets the target for 18 of 20; 19 take
+        // A's whole step (10 µs) and nine tenths of B's (36 µs): 2.3 µs per request.
         let frontier = two_runs();
         let beyond = frontier.budget_beyond(&[static_choice(0.5), static_choice(0.9)]);
         assert!((beyond.unwrap() - 2.3).abs() < 0.02, "{beyond:?}");
