@@ -135,6 +135,10 @@ pub(crate) fn goals(
     judged: &[(Feedback, Vec<Goals<'_>>)],
 ) -> String {
     let sentiment = dw.drift.schedule.name == crate::workload::drift::SENTIMENT_DOMAINS.name;
+    // The goals' column headers, in both tables.
+    let columns = GOAL_NAMES
+        .join(" | ")
+        .replacen("{over InFaaS}", over_infaas_name(sentiment), 1);
     let mut s = format!(
         "\nIssue 34's goals, per label setting (the lag's with 100 % of labels; with fewer, it is reported). \
          The static choices are every single model and every odd vote of 3 or 5 among the nine most accurate \
@@ -143,11 +147,8 @@ pub(crate) fn goals(
          of its selections and votes (tracking by majority and soft, O1/O2, measured), the one that meets \
          the most goals, then the one that meets the target most often; the last column gives the goals \
          each of them meets.\n\n\
-         | labels | Cocktail | {} | goals met by each |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
-        GOAL_NAMES
-            .join(" | ")
-            .replacen("{over InFaaS}", over_infaas_name(sentiment), 1),
+         | labels | Cocktail | {columns} | goals met by each |\n\
+         |---|---|---|---|---|---|---|---|---|\n"
     );
     for (f, judged) in judged {
         let Some(g) = best(judged) else {
@@ -173,11 +174,8 @@ pub(crate) fn goals(
         let _ = writeln!(
             s,
             "\nEach of Cocktail's runs against the goals, {} (where every goal is judged):\n\n\
-             | Cocktail | {} | goals met |\n|---|---|---|---|---|---|---|---|",
+             | Cocktail | {columns} | goals met |\n|---|---|---|---|---|---|---|---|",
             feedback_name(*f),
-            GOAL_NAMES
-                .join(" | ")
-                .replacen("{over InFaaS}", over_infaas_name(sentiment), 1),
         );
         for g in judged {
             let (met, of) = g.score();
@@ -244,14 +242,10 @@ fn verdict_cells(dw: &DriftWorld<'_>, statics: &[StaticChoice], g: &Goals<'_>) -
                 x.accuracy_met * 100.0
             ),
         ),
-        None => {
-            let best = statics
-                .iter()
-                .map(|x| x.accuracy_met)
-                .max_by(f64::total_cmp)
-                .unwrap_or(0.0);
-            format!("met (none is; the best {:.1} %)", best * 100.0)
-        }
+        None => format!(
+            "met (none is; the best {:.1} %)",
+            drift::best_static_met(statics) * 100.0
+        ),
     };
     let lag = match (g.lag, lag) {
         (None, _) => "-".to_owned(),

@@ -266,7 +266,7 @@ fn static_cost_reach(
             choice.inference_us,
         );
     }
-    let top = statics.iter().map(|c| c.accuracy_met).fold(0.0, f64::max);
+    let top = drift::best_static_met(statics);
     let _ = write!(
         s,
         " {}.",

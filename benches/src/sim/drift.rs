@@ -444,6 +444,12 @@ pub struct StaticChoice {
     pub met_per_run: Vec<u64>,
 }
 
+/// The share of requests meeting the target that the best of `statics` reaches (0 with
+/// none).
+pub fn best_static_met(statics: &[StaticChoice]) -> f64 {
+    statics.iter().map(|c| c.accuracy_met).fold(0.0, f64::max)
+}
+
 /// The static choices issue 34's cost goal compares Cocktail with: every single model,
 /// and every odd vote of 3 or 5 among the nine models most accurate by profile (C(9, 3) +
 /// C(9, 5) = 210 votes, as `ensemble_gain` searches), as a plain majority and, when the

@@ -17,7 +17,7 @@
 
 use cocktail_policy::estimate::Rule;
 
-use super::drift::{StaticChoice, serve_throughout};
+use super::drift::{StaticChoice, best_static_met, serve_throughout};
 use super::drift_world::DriftWorld;
 
 /// Per run of a phase: its requests, and each static choice's (inference µs per request,
@@ -123,8 +123,7 @@ impl Frontier {
     /// target is above every one of `statics`' (by one request): from there issue 34's
     /// cost goal has no static choice to beat. `None` when no budget gets there.
     pub fn budget_beyond(&self, statics: &[StaticChoice]) -> Option<f64> {
-        let top = statics.iter().map(|c| c.accuracy_met).fold(0.0, f64::max);
-        self.budget_for(top + 1.0 / self.requests().max(1) as f64)
+        self.budget_for(best_static_met(statics) + 1.0 / self.requests().max(1) as f64)
     }
 }
 
