@@ -272,27 +272,14 @@ async fn the_live_autoscaler_costs_what_the_simulated_one_costs() {
         .iter()
         .position(|t| t.name == TYPE)
         .unwrap();
-    let inference_ms = |model: &String| {
+    let inference_ms = |model: &str| {
         let m = world.models.iter().position(|n| n == model)?;
         world.type_latency.get(m)?.get(on_type).copied()
     };
     sim_config.live_answers = live
         .times
         .iter()
-        .filter_map(|t| {
-            let slowest = t
-                .models
-                .iter()
-                .map(inference_ms)
-                .collect::<Option<Vec<f64>>>()?
-                .into_iter()
-                .fold(0.0, f64::max);
-            Some(LiveAnswer {
-                at_s: t.sent_s,
-                hop_ms: (t.wait_ms - slowest).max(0.0),
-                outside_ms: t.outside_ms,
-            })
-        })
+        .filter_map(|t| LiveAnswer::from_times(t, inference_ms))
         .collect();
     assert!(
         sim_config.live_answers.len() as f64 > 0.95 * live.answered as f64,

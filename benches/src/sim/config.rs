@@ -7,6 +7,7 @@ use cocktail_policy::selection::{Rule, SelectionConfig};
 use cocktail_policy::tracking::Knobs;
 use serde::Serialize;
 
+use crate::loadgen::AnswerTimes;
 use crate::workload::{self, Mix};
 
 /// The serving schemes compared (Cocktail §5.1).
@@ -70,6 +71,26 @@ pub struct LiveAnswer {
     /// The time outside the member calls: the client's hop to the master and back, the
     /// master's own work.
     pub outside_ms: f64,
+}
+
+impl LiveAnswer {
+    /// What `times` took besides inference: its wait for members less the inference of
+    /// the slowest model that answered it (`inference_ms`, by name), and the rest of its
+    /// latency. `None` when a model has no inference time.
+    pub fn from_times(
+        times: &AnswerTimes,
+        inference_ms: impl Fn(&str) -> Option<f64>,
+    ) -> Option<Self> {
+        let mut slowest = 0.0_f64;
+        for model in &times.models {
+            slowest = slowest.max(inference_ms(model)?);
+        }
+        Some(Self {
+            at_s: times.sent_s,
+            hop_ms: (times.wait_ms - slowest).max(0.0),
+            outside_ms: times.outside_ms,
+        })
+    }
 }
 
 /// A share of the instances failing at once.
@@ -211,5 +232,44 @@ impl SimConfig {
             bucket_s: 60.0,
             instance_types: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn times(models: &[&str]) -> AnswerTimes {
+        AnswerTimes {
+            sent_s: 1.5,
+            wait_ms: 3.0,
+            outside_ms: 0.4,
+            models: models.iter().map(|m| (*m).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_live_answers_hop_is_its_wait_less_its_slowest_members_inference() {
+        let inference = |model: &str| match model {
+            "fast" => Some(0.5),
+            "slow" => Some(1.25),
+            _ => None,
+        };
+        let answer = LiveAnswer::from_times(&times(&["fast", "slow"]), inference);
+        assert_eq!(
+            answer,
+            Some(LiveAnswer {
+                at_s: 1.5,
+                hop_ms: 1.75,
+                outside_ms: 0.4
+            })
+        );
+        // No model named: the whole wait is hop.
+        let none = LiveAnswer::from_times(&times(&[]), inference);
+        assert_eq!(none.map(|a| a.hop_ms), Some(3.0));
+        assert_eq!(
+            LiveAnswer::from_times(&times(&["fast", "unknown"]), inference),
+            None
+        );
     }
 }
