@@ -569,18 +569,15 @@ impl Tally {
 }
 
 /// An answer's wait for its member calls, the `wait_us` its `parameters` report, and
-/// the rest of its `latency` (`None` for an error, which has no `wait_us`).
+/// the rest of its `latency` (`None` for an error, which has no `wait_us`, and for an
+/// answer that names no `models`).
 fn times(sent_s: f64, latency: Duration, parameters: &Value) -> Option<AnswerTimes> {
     let wait_ms = parameters["wait_us"].as_f64()? / 1e3;
     let models = parameters["models"]
-        .as_array()
-        .map(|models| {
-            models
-                .iter()
-                .filter_map(|m| m.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+        .as_array()?
+        .iter()
+        .map(|m| m.as_str().map(str::to_owned))
+        .collect::<Option<Vec<String>>>()?;
     Some(AnswerTimes {
         sent_s,
         wait_ms,
