@@ -41,11 +41,22 @@ impl Goals<'_> {
             Some(over_infaas >= needed),
             Some(self.over_plain > 0.0),
             Some(self.cost <= 1.0),
-            Some(self.over_oracle >= -3.0),
-            Some(self.against_static.is_none_or(|(_, ratio)| ratio >= 1.45)),
+            Some(self.near_oracle()),
+            Some(self.cheaper_than_static()),
             self.lag
                 .and_then(|(max, judged)| judged.then_some(max <= 2.0)),
         ]
+    }
+
+    /// Within 3 points of the oracle's accuracy met.
+    fn near_oracle(&self) -> bool {
+        self.over_oracle >= -3.0
+    }
+
+    /// ≥ 1.45x cheaper than the cheapest static choice that meets the target as often
+    /// (met where none does).
+    fn cheaper_than_static(&self) -> bool {
+        self.against_static.is_none_or(|(_, ratio)| ratio >= 1.45)
     }
 
     /// (goals met, goals judged).
@@ -189,10 +200,7 @@ pub(crate) fn goals(
         // The first goal asks both of one run.
         let both: Vec<&str> = judged
             .iter()
-            .filter(|g| {
-                let v = g.verdicts();
-                v[3] == Some(true) && v[4] == Some(true)
-            })
+            .filter(|g| g.near_oracle() && g.cheaper_than_static())
             .map(|g| g.run.scheme.as_str())
             .collect();
         let _ = writeln!(
