@@ -158,8 +158,8 @@ pub(crate) fn goals(
          of its selections and votes (tracking by majority and soft, O1/O2, measured), the one that meets \
          the most goals, then the one that meets the target most often; the last column gives the goals \
          each of them meets.\n\n\
-         | labels | Cocktail | {columns} | goals met by each |\n\
-         |---|---|---|---|---|---|---|---|---|\n"
+         | labels | Cocktail | {columns} | goals met by each |\n{}|\n",
+        "|---".repeat(GOAL_NAMES.len() + 3),
     );
     for (f, judged) in judged {
         let Some(g) = best(judged) else {
@@ -185,8 +185,9 @@ pub(crate) fn goals(
         let _ = writeln!(
             s,
             "\nEach of Cocktail's runs against the goals, {} (where every goal is judged):\n\n\
-             | Cocktail | {columns} | goals met |\n|---|---|---|---|---|---|---|---|",
+             | Cocktail | {columns} | goals met |\n{}|",
             feedback_name(*f),
+            "|---".repeat(GOAL_NAMES.len() + 2),
         );
         for g in judged {
             let (met, of) = g.score();
