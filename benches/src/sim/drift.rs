@@ -33,7 +33,7 @@ use crate::workload::drift::Schedule;
 pub const AFTER_SHIFT: usize = 1000;
 
 /// Largest vote the oracle and the trackers consider.
-pub(super) const MAX_MEMBERS: usize = 5;
+pub const MAX_MEMBERS: usize = 5;
 
 /// The schemes compared on a drift schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]

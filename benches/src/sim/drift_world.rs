@@ -201,9 +201,14 @@ impl<'a> DriftWorld<'a> {
         &self.oracle
     }
 
+    /// The scored items of phase `phase`, with their weight in it.
+    pub(super) fn phase_items(&self, phase: usize) -> &[(usize, f64)] {
+        self.phase_items.get(phase).map_or(&[][..], Vec::as_slice)
+    }
+
     /// Whether `members` have adapted to phase `phase`: their accuracy on the phase's
-    /// items meets the target or, when no choice meets it there, is within a point of the
-    /// best any choice reaches. `seen` keeps the answers per (phase, members).
+    /// items meets the target or is within a point of the best any choice reaches,
+    /// whichever asks less (the latter where no choice clears the target by a point). `seen` keeps the answers per (phase, members).
     pub(super) fn adapted(
         &self,
         phase: usize,
@@ -214,7 +219,7 @@ impl<'a> DriftWorld<'a> {
         if let Some(&adapted) = seen.get(&(phase, members.to_vec())) {
             return adapted;
         }
-        let items = self.phase_items.get(phase).map_or(&[][..], Vec::as_slice);
+        let items = self.phase_items(phase);
         let best = self.best_accuracy.get(phase).copied().unwrap_or(0.0);
         let needed = self.drift.schedule.target.min(best - 0.01);
         let adapted = accuracy_on(&self.world, items, members, rule) >= needed;

@@ -21,6 +21,7 @@ pub mod cluster;
 mod config;
 pub mod drift;
 pub mod drift_bound;
+pub mod drift_learnable;
 mod drift_world;
 mod fleet;
 mod learner;
