@@ -227,8 +227,9 @@ fn learnable(dw: &DriftWorld<'_>, seed: u64) -> anyhow::Result<String> {
     let _ = writeln!(
         s,
         "\nWithin 2 intervals after every change: {:.1} % of draws (the phases' shares multiplied, once per \
-         change). {why} A reference for what labels alone tell, not a limit on every scheme: one that knew \
-         more (how the models fare on each kind of traffic, say) could adapt sooner.",
+         change). {why} A reference for what the new phase's labels alone tell, not a limit on every \
+         scheme: one that already serves a choice adapted on both sides of a change needs none, and one \
+         that knew more (how the models fare on each kind of traffic, say) could adapt sooner.",
         every * 100.0,
     );
     Ok(s)
