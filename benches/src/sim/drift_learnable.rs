@@ -74,13 +74,12 @@ impl Learnable {
             .map(|c| c.iter().map(|&m| models[m].latency_ms).sum())
             .collect();
         let schedule = dw.drift.schedule;
-        let n_phases = schedule.phases.len();
         // The changes into each phase: every phase of every round but the first's first.
         let changes = |p: usize| schedule.rounds - usize::from(p == 0);
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut seen = HashMap::new();
         let mut phases = Vec::new();
-        for (p, phase) in schedule.phases.iter().enumerate().take(n_phases) {
+        for (p, phase) in schedule.phases.iter().enumerate() {
             if changes(p) == 0 {
                 continue;
             }
