@@ -20,16 +20,13 @@
 //! sides of a change needs none (measured selection's lags on `class-skew` are 0), and
 //! one with other knowledge (of the corruptions, say) could adapt sooner.
 
-use std::collections::HashMap;
-
-use cocktail_policy::estimate::{Rule, combinations};
+use cocktail_policy::estimate::Rule;
 use rand::SeedableRng;
 use rand::distr::Distribution as _;
 use rand::distr::weighted::WeightedIndex;
 use rand::rngs::SmallRng;
 
-use super::drift::MAX_MEMBERS;
-use super::drift_world::{DriftWorld, vote_right};
+use super::drift_world::{DriftWorld, inference_ms, oracle_choices, vote_right};
 
 /// Draws of labels per phase change.
 pub const DRAWS: usize = 200;
@@ -63,21 +60,12 @@ impl Learnable {
     /// that, from `seed`.
     pub fn new(dw: &DriftWorld<'_>, interval: usize, seed: u64) -> anyhow::Result<Self> {
         let world = &dw.world;
-        let models = &world.candidates;
-        let all: Vec<usize> = (0..models.len()).collect();
-        let choices: Vec<Vec<usize>> = (1..=MAX_MEMBERS.min(all.len()))
-            .step_by(2)
-            .flat_map(|k| combinations(&all, k))
-            .collect();
-        let cost: Vec<f64> = choices
-            .iter()
-            .map(|c| c.iter().map(|&m| models[m].latency_ms).sum())
-            .collect();
+        let choices = oracle_choices(world);
+        let cost: Vec<f64> = choices.iter().map(|c| inference_ms(world, c)).collect();
         let schedule = dw.drift.schedule;
         // The changes into each phase: every phase of every round but the first's first.
         let changes = |p: usize| schedule.rounds - usize::from(p == 0);
         let mut rng = SmallRng::seed_from_u64(seed);
-        let mut seen = HashMap::new();
         let mut phases = Vec::new();
         for (p, phase) in schedule.phases.iter().enumerate() {
             if changes(p) == 0 {
@@ -96,14 +84,28 @@ impl Learnable {
                         .collect()
                 })
                 .collect();
-            let adapted: Vec<bool> = choices
+            // Adapted as `DriftWorld::adapted` judges it, from the same answers: the
+            // weighted share of the phase's items each choice gets right.
+            let needed = dw.adapted_accuracy(p);
+            let adapted: Vec<bool> = right
                 .iter()
-                .map(|c| dw.adapted(p, c, Rule::Majority, &mut seen))
+                .map(|r| {
+                    let accuracy: f64 = items
+                        .iter()
+                        .zip(r)
+                        .filter(|(_, ok)| **ok)
+                        .map(|(&(_, w), _)| w)
+                        .sum();
+                    accuracy >= needed
+                })
                 .collect();
             let most_accurate = |drawn: &[usize]| -> usize {
-                let score = |c: usize| drawn.iter().filter(|&&d| right[c][d]).count();
+                let scores: Vec<usize> = right
+                    .iter()
+                    .map(|r| drawn.iter().filter(|&&d| r[d]).count())
+                    .collect();
                 (0..choices.len())
-                    .max_by(|&a, &b| score(a).cmp(&score(b)).then(cost[b].total_cmp(&cost[a])))
+                    .max_by(|&a, &b| scores[a].cmp(&scores[b]).then(cost[b].total_cmp(&cost[a])))
                     .unwrap_or(0)
             };
             let (mut after_one, mut by_two) = (0_usize, 0_usize);

@@ -206,9 +206,17 @@ impl<'a> DriftWorld<'a> {
         self.phase_items.get(phase).map_or(&[][..], Vec::as_slice)
     }
 
+    /// The accuracy on phase `phase`'s items at which a choice has adapted to it: the
+    /// target or a point below the best any choice reaches, whichever asks less (the
+    /// latter where no choice clears the target by a point).
+    pub(super) fn adapted_accuracy(&self, phase: usize) -> f64 {
+        let best = self.best_accuracy.get(phase).copied().unwrap_or(0.0);
+        self.drift.schedule.target.min(best - 0.01)
+    }
+
     /// Whether `members` have adapted to phase `phase`: their accuracy on the phase's
-    /// items meets the target or is within a point of the best any choice reaches,
-    /// whichever asks less (the latter where no choice clears the target by a point). `seen` keeps the answers per (phase, members).
+    /// items reaches [`DriftWorld::adapted_accuracy`]. `seen` keeps the answers per
+    /// (phase, members).
     pub(super) fn adapted(
         &self,
         phase: usize,
@@ -219,28 +227,41 @@ impl<'a> DriftWorld<'a> {
         if let Some(&adapted) = seen.get(&(phase, members.to_vec())) {
             return adapted;
         }
-        let items = self.phase_items(phase);
-        let best = self.best_accuracy.get(phase).copied().unwrap_or(0.0);
-        let needed = self.drift.schedule.target.min(best - 0.01);
-        let adapted = accuracy_on(&self.world, items, members, rule) >= needed;
+        let accuracy = accuracy_on(&self.world, self.phase_items(phase), members, rule);
+        let adapted = accuracy >= self.adapted_accuracy(phase);
         seen.insert((phase, members.to_vec()), adapted);
         adapted
     }
+}
+
+/// The choices the oracle weighs: every single model of `world` and every odd majority
+/// of up to [`MAX_MEMBERS`] of them.
+pub(super) fn oracle_choices(world: &World) -> Vec<Vec<usize>> {
+    let all: Vec<usize> = (0..world.candidates.len()).collect();
+    (1..=MAX_MEMBERS.min(all.len()))
+        .step_by(2)
+        .flat_map(|k| combinations(&all, k))
+        .collect()
+}
+
+/// A choice's inference: its members' summed profiled latency (ms).
+pub(super) fn inference_ms(world: &World, members: &[usize]) -> f64 {
+    members
+        .iter()
+        .map(|&m| world.candidates[m].latency_ms)
+        .sum()
 }
 
 /// Per phase (its scored items with their weights): the oracle's choice, the cheapest
 /// single model or odd vote whose accuracy on the items meets `target`, else the most
 /// accurate; and the best accuracy any such choice reaches.
 fn oracle(world: &World, phase_items: &[Vec<(usize, f64)>], target: f64) -> Vec<(Vec<usize>, f64)> {
-    let models = &world.candidates;
-    let all: Vec<usize> = (0..models.len()).collect();
-    let cost = |m: &[usize]| -> f64 { m.iter().map(|&k| models[k].latency_ms).sum() };
+    let cost = |m: &[usize]| inference_ms(world, m);
     phase_items
         .iter()
         .map(|items| {
-            let mut choices: Vec<(Vec<usize>, f64)> = (1..=MAX_MEMBERS.min(all.len()))
-                .step_by(2)
-                .flat_map(|k| combinations(&all, k))
+            let mut choices: Vec<(Vec<usize>, f64)> = oracle_choices(world)
+                .into_iter()
                 .map(|m| {
                     let accuracy = accuracy_on(world, items, &m, Rule::Majority);
                     (m, accuracy)
