@@ -119,6 +119,13 @@ pub fn assert_agrees(
     );
 }
 
+/// A live run sent `requests` and every one was answered: none failed or dropped.
+pub fn assert_all_answered(live: &cocktail_benches::loadgen::LoadReport, requests: u64) {
+    assert_eq!(live.errors.values().sum::<u64>(), 0, "{live:?}");
+    assert_eq!(live.dropped, 0);
+    assert_eq!(live.sent, requests, "the same requests");
+}
+
 /// Whether a live run's models per request are within 10 % of a simulation's.
 pub fn models_agree(live: f64, simulated: f64) -> bool {
     (0.9..=1.1).contains(&(live / simulated))
@@ -131,9 +138,7 @@ pub fn assert_accuracy_agrees(
     requests: u64,
     accuracy_met: f64,
 ) {
-    assert_eq!(live.errors.values().sum::<u64>(), 0, "{live:?}");
-    assert_eq!(live.dropped, 0);
-    assert_eq!(live.sent, requests, "the same requests");
+    assert_all_answered(live, requests);
     assert!(
         (live.accuracy_met - accuracy_met).abs() <= 0.03,
         "accuracy met: live {} vs simulated {accuracy_met}",
