@@ -73,16 +73,8 @@ impl Master {
             None => self.ask_about_unlabelled(record, request, resolved.deadline, id),
         }
         if self.config.selection.rule == Rule::Tracking {
-            // The candidates read the registry: not under the key's lock. A tracker weighs
-            // inference, as the simulator's does, not the hop: that is no cost of the
-            // choice, and its measurement moves with the load. (Weighing the measured
-            // response times, the hop grew from 1-5 to 8-17 ms per pool in `drift_live`
-            // runs beside two busy loops, unevenly across pools: models
-            // profiled microseconds apart swapped places, and a vote of three came within
-            // the cost tier of one model, or left it, with the load instead of the
-            // traffic; the paced tracker then met the target 2 points less often than its
-            // replay.)
-            let models = self.served_with(&resolved.task, false);
+            // The candidates read the registry: not under the key's lock.
+            let models = self.tracked(&resolved.task, request.constraint.latency_ms);
             let (change, paced) = {
                 let mut s = state.lock();
                 let window_accuracy = s.window_accuracy();

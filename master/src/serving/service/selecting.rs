@@ -146,6 +146,30 @@ impl Master {
             .collect()
     }
 
+    /// The candidates a tracker weighs: each model's inference alone is its cost, as in
+    /// the simulator, and a model whose predicted response time (hop included) misses
+    /// `latency_ms` is unselectable. The hop is no cost of a choice, and its measurement
+    /// moves with the load: weighing the response times, the hop grew from 1-5 to 8-17
+    /// ms per pool in `drift_live` runs beside two busy loops, unevenly across pools, so
+    /// models profiled microseconds apart swapped places and a vote of three came within
+    /// the cost tier of one model, or left it, with the load instead of the traffic (the
+    /// paced tracker met the target 2 points less often than its replay).
+    pub(super) fn tracked(&self, task: &TaskTable, latency_ms: f64) -> Vec<selection::Candidate> {
+        let timed = self.served(task);
+        self.served_with(task, false)
+            .into_iter()
+            .zip(timed)
+            .map(|(c, t)| selection::Candidate {
+                latency_ms: if t.latency_ms <= latency_ms {
+                    c.latency_ms
+                } else {
+                    f64::INFINITY
+                },
+                ..c
+            })
+            .collect()
+    }
+
     /// Writes a key's selection to the shared cache without delaying the request.
     pub(super) fn publish(&self, task: &TaskTable, key: &ConstraintKey, state: &Mutex<KeyState>) {
         let Some(cache) = self.cache.clone() else {
@@ -207,8 +231,59 @@ impl Master {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use std::sync::Arc;
+    use std::time::Duration;
+
+    use cocktail_common::control::Registration;
 
     use crate::{Master, MasterConfig};
+
+    /// A tracker costs each choice by its inference alone, whatever hop its pool
+    /// measured, and leaves out a model whose response time, hop included, misses the
+    /// latency target.
+    #[test]
+    fn a_tracker_weighs_inference_and_leaves_out_what_the_hop_makes_late() {
+        let master = Master::new(MasterConfig::default()).unwrap();
+        let task = Arc::clone(&master.tasks()["fashion"]);
+        for (i, model) in task.models.iter().enumerate() {
+            master
+                .registry
+                .register(&Registration {
+                    id: format!("w{i}"),
+                    model: model.clone(),
+                    url: format!("http://127.0.0.1:{}", 9000 + i),
+                    packing_factor: 1,
+                    queue_items: 1,
+                    threads: 1,
+                    burst: false,
+                    instance_type: None,
+                })
+                .unwrap();
+            // Probes of 10 ms and up: until a member call is measured, every pool's hop
+            // is their median.
+            let hop = Duration::from_millis(10 * (i as u64 + 1));
+            master.registry.pool(model).unwrap().observe_probe(hop);
+        }
+        let inference = master.served_with(&task, false);
+        let timed = master.served(&task);
+        let hop = timed[0].latency_ms - inference[0].latency_ms;
+        assert!(hop > 0.0, "{timed:?}");
+        // A target the first model meets on inference but not with its hop.
+        let latency_ms = inference[0].latency_ms + hop / 2.0;
+        let tracked = master.tracked(&task, latency_ms);
+        assert_eq!(tracked[0].latency_ms, f64::INFINITY);
+        for ((t, i), r) in tracked.iter().zip(&inference).zip(&timed) {
+            if r.latency_ms <= latency_ms {
+                assert_eq!(t.latency_ms, i.latency_ms, "its inference alone");
+            } else {
+                assert_eq!(t.latency_ms, f64::INFINITY);
+            }
+        }
+        let lax = master.tracked(&task, f64::MAX);
+        assert_eq!(
+            lax.iter().map(|c| c.latency_ms).collect::<Vec<_>>(),
+            inference.iter().map(|c| c.latency_ms).collect::<Vec<_>>()
+        );
+    }
 
     /// Before its pool has a worker up, a model a resource controller manages is
     /// predicted on the fastest type the controller launches, as the simulator predicts
