@@ -331,11 +331,10 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
 /// (`COCKTAIL_JOIN_CALLS_US` 0), so no instance counts that overhead as a hop in its slots:
 /// each takes its profile's packing factor. Members may answer up to 1 s after the
 /// latency target (`COCKTAIL_DEADLINE_GRACE_MS`), the grace the load's client judges
-/// answers by: with the default of none, a request whose members were all late by the
-/// 1 s late limit failed (504), and on CI's machine, slower that day than any run here,
-/// 7 of 480 did while the faulted pool was replaced (p99 2.2 s, 8 refusals sent again),
-/// which the same faults beside one or three busy loops here never did (p99 0.11-0.23
-/// s).
+/// answers by. With the default of none, a request whose members were all late by the
+/// 1 s late limit failed (504): on CI's machine, slower that day than any run here, 7 of
+/// 480 did while the faulted pool was replaced (p99 2.2 s, 8 refusals sent again); the
+/// same faults beside one or three busy loops here failed none (p99 110-233 ms).
 const ELASTIC: &str = "services:
   master:
     environment:
