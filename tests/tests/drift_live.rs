@@ -15,12 +15,12 @@
 //!
 //! O1's replay chooses among the response times this master predicts (each model's
 //! inference plus the hop its readiness probe measured), as the simulator takes the live
-//! system's measured hop; a tracker's, live and replayed, among the inference times
-//! alone (the hop moves with the load: see `Master::learn`). O1 serves the fastest model that meets the target, and `gru`
-//! and `cnn` are profiled 23 µs apart, less than the noise of a measured hop. On profiles
-//! alone the replay started from `gru` while the master, in two of three runs on a fresh
-//! clone, started from `cnn` and took another O2 path (67.8 % of requests meeting the
-//! target live against 92.8 % replayed).
+//! system's measured hop; a tracker, live and replayed, among the inference times alone
+//! (the hop moves with the load: see `Master::tracked`). O1 serves the fastest model that
+//! meets the target, and `gru` and `cnn` are profiled 23 µs apart, less than the noise of
+//! a measured hop. On profiles alone the replay started from `gru` while the master, in
+//! two of three runs on a fresh clone, started from `cnn` and took another O2 path (67.8 %
+//! of requests meeting the target live against 92.8 % replayed).
 
 #![allow(
     clippy::unwrap_used,
@@ -298,19 +298,19 @@ async fn a_priced_tracking_master_meets_its_target_as_often_as_its_replay() {
     // Accuracy met agrees (63.3–63.4 % live, 63.4 % replayed, in thirteen runs on
     // 2026-12-05); models per request do not always: 1.50 live against 1.33 replayed in
     // five of them, equal in the other eight, so a tracker's run is checked against the
-    // replays with labels 1 to `LABEL_LAGS` requests late. The first re-selection (request 100) decides
-    // it, on the labels in by then. The replay gives it those of requests 1–99; live, a
-    // label joins the window once its request's shadow calls are back, and Poisson arrivals
-    // that come while the first requests are slow can overtake them (the master logs how
-    // many labels a change was decided on: `measured_items=98` or `99` in the runs that
-    // agreed). On the movie items every cheap choice meets the target almost surely, so
-    // `boe_mlp` alone and the vote of `boe_tiny`, `boe` and `boe_mlp` are within 0.0007 of
-    // worth, the price of their 20 µs of difference, and a few labels tip it: replayed with
-    // labels 0–2 requests late `boe_mlp` serves requests 100–200 (1.33 models per request),
-    // 3 or 4 late the vote does (1.50, accuracy met 62.4 %), as in those five live runs;
-    // from request 200 on they choose alike. (A rule that called two choices within one
-    // label's worth equal, the cheaper serving, kept the replay at 1.33 but lost 7 points
-    // of accuracy met on the page's tuned row: not kept.)
+    // replays with labels 1 to `LABEL_LAGS` requests late. The first re-selection (request
+    // 100) decides it, on the labels in by then. The replay gives it those of requests
+    // 1–99; live, a label joins the window once its request's shadow calls are back, and
+    // Poisson arrivals that come while the first requests are slow can overtake them (the
+    // master logs how many labels a change was decided on: `measured_items=98` or `99` in
+    // the runs that agreed). On the movie items every cheap choice meets the target almost
+    // surely, so `boe_mlp` alone and the vote of `boe_tiny`, `boe` and `boe_mlp` are within
+    // 0.0007 of worth, the price of their 20 µs of difference, and a few labels tip it:
+    // replayed with labels 0–2 requests late `boe_mlp` serves requests 100–200 (1.33 models
+    // per request), 3 or 4 late the vote does (1.50, accuracy met 62.4 %), as in those five
+    // live runs; from request 200 on they choose alike. (A rule that called two choices
+    // within one label's worth equal, the cheaper serving, kept the replay at 1.33 but lost
+    // 7 points of accuracy met on the page's tuned row: not kept.)
     let knobs = Knobs {
         shift_check: false,
         ..Knobs::default()
