@@ -146,14 +146,15 @@ impl Master {
             .collect()
     }
 
-    /// The candidates a tracker weighs: each model's inference alone is its cost, as in
-    /// the simulator, and a model whose predicted response time (hop included) misses
+    /// The candidates a tracker weighs: each model's inference alone is its cost, as in the
+    /// simulator, and a model whose predicted response time (hop included) misses
     /// `latency_ms` is unselectable. The hop is no cost of a choice, and its measurement
-    /// moves with the load: weighing the response times, the hop grew from 1-5 to 8-17
-    /// ms per pool in `drift_live` runs beside two busy loops, unevenly across pools, so
-    /// models profiled microseconds apart swapped places and a vote of three came within
-    /// the cost tier of one model, or left it, with the load instead of the traffic (the
-    /// paced tracker met the target 2 points less often than its replay).
+    /// moves with the load: weighing the response times, the hop grew from 1-5 to 8-17 ms
+    /// per pool (`minilm`'s once to 68) in `drift_live` runs beside two busy loops,
+    /// unevenly across pools, so models profiled microseconds apart swapped places and a
+    /// vote of three came within the cost tier of one model, or left it, with the load
+    /// instead of the traffic (the paced tracker met the target 2 points less often than
+    /// its replay).
     pub(super) fn tracked(&self, task: &TaskTable, latency_ms: f64) -> Vec<selection::Candidate> {
         let timed = self.served(task);
         self.served_with(task, false)
