@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 
 use super::{Master, SYNC_PERIOD, indices, names};
 use crate::serving::cache::CachedSelection;
+use crate::serving::registry::ResponseTimes;
 use crate::serving::state::{ConstraintKey, KeyState};
 use crate::serving::tasks::TaskTable;
 use cocktail_policy::response;
@@ -105,6 +106,41 @@ impl Master {
         task: &TaskTable,
         measured: bool,
     ) -> Vec<selection::Candidate> {
+        let (times, serves) = self.serving_times(task);
+        candidates(task, &times, &serves, measured)
+    }
+
+    /// The candidates a tracker weighs: each model's inference alone is its cost, as in the
+    /// simulator, and a model whose predicted response time (hop included) misses
+    /// `latency_ms` is unselectable. The hop is no cost of a choice, and its measurement
+    /// moves with the load: weighing the response times, the hop grew from 1-5 to 8-17 ms
+    /// per pool (`minilm`'s once to 68) in `drift_live` runs beside two busy loops,
+    /// unevenly across pools, so models profiled microseconds apart swapped places and a
+    /// vote of three came within the cost tier of one model, or left it, with the load
+    /// instead of the traffic (the paced tracker met the target 2 points less often than
+    /// its replay).
+    pub(super) fn tracked(&self, task: &TaskTable, latency_ms: f64) -> Vec<selection::Candidate> {
+        // One read of the registry for both views, so they describe the same moment.
+        let (times, serves) = self.serving_times(task);
+        let timed = candidates(task, &times, &serves, true);
+        candidates(task, &times, &serves, false)
+            .into_iter()
+            .zip(timed)
+            .map(|(c, t)| selection::Candidate {
+                latency_ms: if t.latency_ms <= latency_ms {
+                    c.latency_ms
+                } else {
+                    f64::INFINITY
+                },
+                ..c
+            })
+            .collect()
+    }
+
+    /// The task's models' inference and overhead times and whether each can be served:
+    /// by a worker up, or by a resource controller that manages it (then predicted, with
+    /// no worker up, on the type the controller would launch it on).
+    fn serving_times(&self, task: &TaskTable) -> (ResponseTimes, Vec<bool>) {
         let mut times = self.registry.response_times(&task.models);
         let serves: Vec<bool> = {
             let managed = self.managed.read();
@@ -123,52 +159,7 @@ impl Master {
                 })
                 .collect()
         };
-        let predicted = if measured {
-            response::predicted(
-                &task.candidates,
-                &times.inference_ms,
-                &times.overhead_ms,
-                times.prior,
-            )
-        } else {
-            response::predicted(&task.candidates, &times.inference_ms, &[], None)
-        };
-        if !serves.contains(&true) {
-            return predicted;
-        }
-        predicted
-            .into_iter()
-            .zip(serves)
-            .map(|(c, served)| selection::Candidate {
-                latency_ms: if served { c.latency_ms } else { f64::INFINITY },
-                ..c
-            })
-            .collect()
-    }
-
-    /// The candidates a tracker weighs: each model's inference alone is its cost, as in the
-    /// simulator, and a model whose predicted response time (hop included) misses
-    /// `latency_ms` is unselectable. The hop is no cost of a choice, and its measurement
-    /// moves with the load: weighing the response times, the hop grew from 1-5 to 8-17 ms
-    /// per pool (`minilm`'s once to 68) in `drift_live` runs beside two busy loops,
-    /// unevenly across pools, so models profiled microseconds apart swapped places and a
-    /// vote of three came within the cost tier of one model, or left it, with the load
-    /// instead of the traffic (the paced tracker met the target 2 points less often than
-    /// its replay).
-    pub(super) fn tracked(&self, task: &TaskTable, latency_ms: f64) -> Vec<selection::Candidate> {
-        let timed = self.served(task);
-        self.served_with(task, false)
-            .into_iter()
-            .zip(timed)
-            .map(|(c, t)| selection::Candidate {
-                latency_ms: if t.latency_ms <= latency_ms {
-                    c.latency_ms
-                } else {
-                    f64::INFINITY
-                },
-                ..c
-            })
-            .collect()
+        (times, serves)
     }
 
     /// Writes a key's selection to the shared cache without delaying the request.
@@ -226,6 +217,38 @@ impl Master {
             }
         });
     }
+}
+
+/// `task`'s candidates predicted from `times`, with the measured overhead (`measured`)
+/// or with the inference times alone; a model nobody serves is unselectable (infinite
+/// latency) unless none is served yet, when the profile alone decides.
+fn candidates(
+    task: &TaskTable,
+    times: &ResponseTimes,
+    serves: &[bool],
+    measured: bool,
+) -> Vec<selection::Candidate> {
+    let predicted = if measured {
+        response::predicted(
+            &task.candidates,
+            &times.inference_ms,
+            &times.overhead_ms,
+            times.prior,
+        )
+    } else {
+        response::predicted(&task.candidates, &times.inference_ms, &[], None)
+    };
+    if !serves.contains(&true) {
+        return predicted;
+    }
+    predicted
+        .into_iter()
+        .zip(serves)
+        .map(|(c, &served)| selection::Candidate {
+            latency_ms: if served { c.latency_ms } else { f64::INFINITY },
+            ..c
+        })
+        .collect()
 }
 
 #[cfg(test)]
