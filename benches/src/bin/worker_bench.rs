@@ -84,13 +84,14 @@ async fn main() -> anyhow::Result<()> {
          ONNX Runtime on the batches the worker would form, without HTTP or preprocessing. \
          The overhead at one client is the HTTP p50 less the in-process p50: the client, \
          loopback HTTP, decoding and preprocessing. Worker mean: a request's time inside the \
-         worker's handler, from its metrics.\n",
+         worker's handler, from its metrics; run inline: the share of calls the worker ran on \
+         the thread that received them.\n",
         model.name, model.params, args.threads, policy.max_items, args.requests
     ));
     line(
-        "| concurrency | worker calls | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) | worker mean (µs) | goal (issue 35) |".into(),
+        "| concurrency | worker calls | in-process req/s | HTTP req/s | ratio | in-process p50 (µs) | HTTP p50 (µs) | HTTP p99 (µs) | overhead p50 (µs) | worker mean (µs) | run inline (%) | goal (issue 35) |".into(),
     );
-    line("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|".into());
+    line("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|".into());
     // The worker was started with this run's cluster secret: it answers only callers
     // that present it, as the master does.
     let client = cocktail_service::net::client(&[], Some(&secrets()?.cluster))?.build()?;
@@ -120,7 +121,9 @@ async fn main() -> anyhow::Result<()> {
             let after = worker_time(&client, url).await?;
             // Mean time a request spends inside the worker (handler start to response), so
             // the overhead splits into the worker's share and the client's plus the network's.
-            let worker_mean = (after.0 - before.0) / (after.1 - before.1).max(1.0);
+            let answered = (after.answered - before.answered).max(1.0);
+            let worker_mean = (after.seconds - before.seconds) / answered;
+            let inline_share = 100.0 * (after.inline - before.inline) / answered;
             let http = Summary::of(&mut latencies);
             let overhead = http.p50.saturating_sub(in_process.p50);
             let ratio = http_rps / in_process_rps;
@@ -135,7 +138,7 @@ async fn main() -> anyhow::Result<()> {
                 _ => "-".to_owned(),
             };
             line(format!(
-                "| {concurrency} | {calls} | {in_process_rps:.0} | {http_rps:.0} | {ratio:.2} | {} | {} | {} | {} | {:.1} | {goal} |",
+                "| {concurrency} | {calls} | {in_process_rps:.0} | {http_rps:.0} | {ratio:.2} | {} | {} | {} | {} | {:.1} | {inline_share:.0} | {goal} |",
                 us(in_process.p50),
                 us(http.p50),
                 us(http.p99),
@@ -186,13 +189,23 @@ async fn floor(client: &reqwest::Client, url: &str, requests: usize) -> anyhow::
     Ok(Summary::of(&mut latencies))
 }
 
-/// The worker's request-duration histogram: (sum of seconds, count), from `/metrics`.
-async fn worker_time(client: &reqwest::Client, url: &str) -> anyhow::Result<(f64, f64)> {
+/// A worker's counters so far, from its `/metrics`.
+struct Counted {
+    /// Seconds its handlers took, summed.
+    seconds: f64,
+    /// Calls answered.
+    answered: f64,
+    /// Calls run on the thread that received them.
+    inline: f64,
+}
+
+async fn worker_time(client: &reqwest::Client, url: &str) -> anyhow::Result<Counted> {
     let text = metrics_text(client, url).await?;
-    Ok((
-        series_sum(&text, "cocktail_worker_request_duration_seconds_sum"),
-        series_sum(&text, "cocktail_worker_request_duration_seconds_count"),
-    ))
+    Ok(Counted {
+        seconds: series_sum(&text, "cocktail_worker_request_duration_seconds_sum"),
+        answered: series_sum(&text, "cocktail_worker_request_duration_seconds_count"),
+        inline: series_sum(&text, "cocktail_worker_inline_calls_total"),
+    })
 }
 
 /// Closed-loop clients, `concurrency` at a time, each sending one base64 PNG per request.
