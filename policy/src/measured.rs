@@ -198,17 +198,14 @@ pub fn select(
     // test set. Where the buffer cannot tell the choice from the most accurate candidate
     // by profile (within PREFER_PROFILE_Z sampling errors), that model serves alone, as
     // the tracker's `prefer_profile_z` has it.
-    let by_profile = pool
-        .iter()
-        .copied()
-        .max_by(|&a, &b| accuracy[a].total_cmp(&accuracy[b]));
-    if let Some(m) = by_profile
-        && chosen != [m]
+    // `top`: the kept prefix's score, from the greedy step that added its last member.
+    if let (Some(m), Some(&top)) = (
+        selection::most_accurate(models, &pool),
+        scores.get(keep - 1),
+    ) && chosen != [m]
+        && score(&[m]) >= top - PREFER_PROFILE_Z * sampling_error(top, n)
     {
-        let top = score(&chosen);
-        if score(&[m]) >= top - PREFER_PROFILE_Z * sampling_error(top, n) {
-            return vec![m];
-        }
+        return vec![m];
     }
     chosen
 }

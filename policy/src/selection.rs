@@ -118,6 +118,14 @@ impl Default for SelectionConfig {
     }
 }
 
+/// The most accurate model of `pool` by profile (of equals, the last): what measured
+/// selection and tracking serve where their labelled items cannot tell a choice from it.
+pub fn most_accurate(models: &[Candidate], pool: &[usize]) -> Option<usize> {
+    pool.iter()
+        .copied()
+        .max_by(|&a, &b| models[a].accuracy.total_cmp(&models[b].accuracy))
+}
+
 /// Indices of the models that may serve the constraint: those whose `latency_ms` (the
 /// predicted response time, [`crate::response::predicted`]) is within the target.
 pub fn candidates(models: &[Candidate], constraint: &Constraint) -> Vec<usize> {

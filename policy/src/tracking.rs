@@ -443,10 +443,7 @@ impl Tracker {
     /// candidate by profile while the window holds fewer than `min_items`.
     fn choose(&self, models: &[Candidate], constraint: &Constraint) -> Choice {
         let pool = selection::candidates(models, constraint);
-        let by_profile = pool
-            .iter()
-            .copied()
-            .max_by(|&a, &b| models[a].accuracy.total_cmp(&models[b].accuracy));
+        let by_profile = selection::most_accurate(models, &pool);
         if self.items.len() < self.config.min_items.max(1) {
             return Choice::One(by_profile.map_or_else(|| self.members.clone(), |m| vec![m]));
         }

@@ -115,10 +115,10 @@ async fn main() -> anyhow::Result<()> {
 
         for (calls, _, url) in &workers {
             let infer_url = format!("{url}/v2/models/{}/infer", model.name);
-            let before = worker_time(&client, url).await?;
+            let before = counted(&client, url).await?;
             let (http_rps, mut latencies) =
                 http_run(&client, &infer_url, &pngs, concurrency, args.requests).await?;
-            let after = worker_time(&client, url).await?;
+            let after = counted(&client, url).await?;
             // Mean time a request spends inside the worker (handler start to response), so
             // the overhead splits into the worker's share and the client's plus the network's.
             let answered = (after.answered - before.answered).max(1.0);
@@ -199,7 +199,7 @@ struct Counted {
     inline: f64,
 }
 
-async fn worker_time(client: &reqwest::Client, url: &str) -> anyhow::Result<Counted> {
+async fn counted(client: &reqwest::Client, url: &str) -> anyhow::Result<Counted> {
     let text = metrics_text(client, url).await?;
     Ok(Counted {
         seconds: series_sum(&text, "cocktail_worker_request_duration_seconds_sum"),
