@@ -12,7 +12,8 @@
 //! default deadline grace (none).
 //! The first test uses the simulator's constraint types (profiled inference plus
 //! 0.5 ms), which no answer meets in a debug build on a shared 2-core machine: both
-//! choose on the profiles alone and count every answer late. The second
+//! choose on the profiles alone (the live master once every pool's calls are measured)
+//! and count every answer late. The second
 //! uses types made feasible on the measured hop, where deadlines bind, and compares
 //! SLO violations and latency as well.
 
@@ -31,7 +32,7 @@ use cocktail_benches::sim::{self, LiveAnswer, Scheme, SimConfig, World};
 use cocktail_benches::stats;
 use cocktail_benches::workload::Mix;
 use cocktail_common::Zoo;
-use cocktail_tests::cluster::Cluster;
+use cocktail_tests::cluster::{Cluster, task_models};
 use cocktail_tests::load;
 use cocktail_tests::zoo_manifest;
 
@@ -120,6 +121,34 @@ impl Pair {
 /// 6.7-6.9 ms and 4 % of the answers late, where the test needs 10 to 90 %).
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// Calls each pool a few times, pinned (`parameters.models`), so that the live master's
+/// first selections count overheads it measured on member calls, as the simulator's
+/// count the live hops' median. Before any call, the master counts its readiness probes'
+/// round trip for every pool: in a debug build here 0.60-0.64 ms where member calls
+/// took 1.1-1.2 ms over their inference, and on targets of a model's inference plus
+/// 0.5 ms that made quick models seem in time and slower ones not. Three runs on
+/// 2026-12-07 failed so: the live O1 gave `const5` (0.7014 ms, 92 %) a vote of six quick
+/// models, each request then voted by whichever answered first, late, where the
+/// simulator, predicting nothing in time, chose on inference alone (accuracy met
+/// 0.69-0.73 live against 0.83 simulated). Measured first, three runs passed: the live O1
+/// chose `resnet` for every type, and where the run printed, accuracy met 0.8291 on
+/// both sides.
+async fn measure_every_pool(cluster: &Cluster) {
+    for model in MODELS {
+        for variant in 0..8 {
+            let mut request = load::image(1000.0, variant);
+            request["parameters"]["models"] = (*model).into();
+            let (status, answer) = cluster.post("/v2/models/fashion/infer", &request).await;
+            assert_eq!(status, 200, "{model}: {answer}");
+        }
+    }
+    for listed in task_models(cluster, "fashion").await {
+        if MODELS.contains(&listed["name"].as_str().unwrap()) {
+            assert!(listed["overhead_ms"].is_f64(), "measured: {listed}");
+        }
+    }
+}
+
 /// Runs `rates` with `seed` through a fresh cluster of [`MODELS`] and the simulator; the
 /// constraint types are the simulator's (`feasible` false) or those the load generator
 /// makes feasible on the cluster's measured hop ([`loadgen::types_from_master`]).
@@ -143,6 +172,9 @@ async fn pair(rates: Vec<f64>, feasible: bool) -> Pair {
         drift: None,
         retry_refused: false,
     };
+    if !feasible {
+        measure_every_pool(&cluster).await;
+    }
     let mut world = World::load(&zoo, "fashion").unwrap();
     let types = if feasible {
         loadgen::types_from_master(&zoo, &config, 1.0)
