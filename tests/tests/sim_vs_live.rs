@@ -127,7 +127,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 /// count the live hops' median. Before any call, the master counts its readiness probes'
 /// round trip for every pool: in a debug build here 0.60-0.64 ms where member calls
 /// took 1.1-1.2 ms over their inference, and on targets of a model's inference plus
-/// 0.5 ms that made quick models seem in time and slower ones not. Three runs on
+/// 0.5 ms that made quick models seem in time and slower ones not. Four runs on
 /// 2026-12-07 failed so: the live O1 gave `const5` (0.7014 ms, 92 %) a vote of six quick
 /// models, each request then voted by whichever answered first, late, where the
 /// simulator, predicting nothing in time, chose on inference alone (accuracy met
