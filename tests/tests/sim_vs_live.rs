@@ -129,9 +129,9 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 /// took 1.1-1.2 ms over their inference, and on targets of a model's inference plus
 /// 0.5 ms that made quick models seem in time and slower ones not. Four runs on
 /// 2026-12-07 failed so: the live O1 gave `const5` (0.7014 ms, 92 %) a vote of six quick
-/// models, each request then voted by whichever answered first, late, where the
-/// simulator, predicting nothing in time, chose on inference alone (accuracy met
-/// 0.69-0.73 live against 0.83 simulated). Measured first, five runs passed: the live O1
+/// models (in one, a less accurate single model), each request then voted by whichever
+/// answered first, late, where the simulator, predicting nothing in time, chose on
+/// inference alone (accuracy met 0.69-0.74 live against 0.83 simulated). Measured first, five runs passed: the live O1
 /// chose `resnet` for every type, and in the two that printed, accuracy met 0.8291 on
 /// both sides.
 async fn measure_every_pool(cluster: &Cluster) {
