@@ -90,16 +90,22 @@ impl BatchLatency {
 /// The calls an instance takes at once when the hop of a member call is counted: the
 /// packing factor's own rule (Cocktail §2.3.2: the largest batch within
 /// [`PACKING_SLACK`] times one item's latency) with the call's cost besides inference
-/// added on both sides. The profile's rule leaves that cost out, so a 30 µs model
-/// behind a 500 µs hop packs one call though eight cost little more than one. Counted
-/// only for the models whose calls the master joins: for the others the extra slots
-/// would be separate calls, each paying its own hop. The live registry, the
+/// added on both sides, and the linger added to the bound. The profile's rule leaves
+/// that cost out, so a 30 µs model behind a 500 µs hop packs one call though eight cost
+/// little more than one. The linger: a call of such a model already accepts waiting
+/// that long for the call under way before it goes out joined, so a joined batch may
+/// take that much longer than the slack alone allows; without it, calls beyond the
+/// slots wait for a slot, then go in a further joined call of their own with its own
+/// hop, where they could have joined the batch under way (`cnn_med`: 4 slots at a
+/// 0.5 ms hop, about 15 with the 1 ms linger; docs/design.md, "Slots that count the
+/// hop"). Counted only for the models whose calls the master joins: for the others the
+/// extra slots would be separate calls, each paying its own hop. The live registry, the
 /// controller's capacity plans and the simulator all count slots with this.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct HopSlots {
-    /// Models whose one-item inference takes at most this many milliseconds: those
-    /// whose calls join.
-    pub quick_ms: f64,
+    /// The linger in milliseconds: models whose one-item inference takes at most this
+    /// long are those whose calls join, and a call of theirs may wait this long to join.
+    pub linger_ms: f64,
     /// A member call's cost besides inference, in milliseconds; zero: every instance
     /// takes its packing factor's calls.
     pub hop_ms: f64,
@@ -111,10 +117,10 @@ impl HopSlots {
     pub fn slots(&self, packing_factor: u32, inference_ms: impl Fn(usize) -> f64) -> u32 {
         let packing_factor = packing_factor.max(1);
         let one = inference_ms(1);
-        if self.hop_ms <= 0.0 || one > self.quick_ms {
+        if self.hop_ms <= 0.0 || one > self.linger_ms {
             return packing_factor;
         }
-        let limit = PACKING_SLACK * (one + self.hop_ms);
+        let limit = PACKING_SLACK * (one + self.hop_ms) + self.linger_ms;
         let fits = (1..=MAX_ITEMS)
             .take_while(|&batch| inference_ms(batch) + self.hop_ms <= limit)
             .last()
@@ -181,16 +187,21 @@ mod tests {
         // 18 + 12 b µs of inference.
         let quick = |batch: usize| (18.0 + 12.0 * batch as f64) / 1000.0;
         let counting = HopSlots {
-            quick_ms: 1.0,
+            linger_ms: 0.2,
             hop_ms: 0.3,
         };
-        // 18 + 12 b + 300 ≤ 1.5 × (30 + 300): b ≤ 14.75.
-        assert_eq!(counting.slots(1, quick), 14);
+        // 18 + 12 b + 300 ≤ 1.5 × (30 + 300) + 200: b ≤ 31.4.
+        assert_eq!(counting.slots(1, quick), 31);
         assert_eq!(
-            counting.slots(20, quick),
-            20,
+            counting.slots(40, quick),
+            40,
             "never below the packing factor"
         );
+        let no_linger = HopSlots {
+            linger_ms: 0.0,
+            ..counting
+        };
+        assert_eq!(no_linger.slots(1, quick), 1, "no linger: no call joins");
         assert_eq!(HopSlots::default().slots(1, quick), 1, "no hop counted");
         let slow = |batch: usize| 2.0 + 0.5 * batch as f64;
         assert_eq!(

@@ -99,7 +99,7 @@ impl MasterConfig {
     /// calls join: the registry and the controller's capacity plans count the same.
     pub fn hop_slots(&self) -> HopSlots {
         HopSlots {
-            quick_ms: self.linger.as_secs_f64() * 1e3,
+            linger_ms: self.linger.as_secs_f64() * 1e3,
             hop_ms: self.hop.as_secs_f64() * 1e3,
         }
     }

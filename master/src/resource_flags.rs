@@ -68,8 +68,9 @@ pub(crate) struct ResourceArgs {
     /// Per-request time beyond inference (a member call's hop), in ms: turns Pf into
     /// requests per second, and the instances of models whose calls join
     /// (`--join-calls-us`) count it in the calls they take at once (the largest batch
-    /// whose inference plus the hop stays within 1.5 times one item's plus the hop, so
-    /// that a model whose profile packs one call can join eight).
+    /// whose inference plus the hop stays within 1.5 times one item's plus the hop, plus
+    /// the linger a joining call already accepts, so that a model whose profile packs
+    /// one call can join dozens).
     #[arg(long, env = "COCKTAIL_OVERHEAD_MS", default_value_t = 0.5)]
     pub(crate) overhead_ms: f64,
     /// Share of deadline misses that triggers a reactive scale-up.

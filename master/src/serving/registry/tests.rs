@@ -296,11 +296,11 @@ fn the_registry_counts_the_hop_for_quick_models() {
     let off = Registry::with_speeds(speeds.clone());
     assert_eq!(slots(&off, "quick"), 1, "no hop counted");
     let counting = Registry::with_speeds(speeds).counting_hop(HopSlots {
-        quick_ms: 1.0,
+        linger_ms: 0.2,
         hop_ms: 0.3,
     });
-    // 18 + 12 b + 300 ≤ 1.5 × (30 + 300): b ≤ 14.75.
-    assert_eq!(slots(&counting, "quick"), 14);
+    // 18 + 12 b + 300 ≤ 1.5 × (30 + 300) + 200: b ≤ 31.4.
+    assert_eq!(slots(&counting, "quick"), 31);
     assert_eq!(slots(&counting, "slow"), 1, "not quick");
 }
 
