@@ -97,7 +97,7 @@ impl BatchLatency {
 /// take that much longer than the slack alone allows; without it, calls beyond the
 /// slots wait for a slot, then go in a further joined call of their own with its own
 /// hop, where they could have joined the batch under way (`cnn_med`: 4 slots at a
-/// 0.5 ms hop, about 15 with the 1 ms linger; docs/design.md, "Slots that count the
+/// 0.5 ms hop, 14 with the 1 ms linger; docs/design.md, "Slots that count the
 /// hop"). Counted only for the models whose calls the master joins: for the others the
 /// extra slots would be separate calls, each paying its own hop. The live registry, the
 /// controller's capacity plans and the simulator all count slots with this.
