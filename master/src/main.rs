@@ -98,7 +98,9 @@ struct Args {
     /// Member calls of a model whose inference (by its profile) takes at most this many
     /// microseconds wait, while another call to the same worker is under way, until it
     /// ends (at most this long), and go out together as one batch call: fewer messages
-    /// per request under load; a lone call goes at once. 0: every call goes alone.
+    /// per request under load; a lone call goes at once. The instances of such a model
+    /// count the linger in the calls they take at once (`--overhead-ms`). 0: every call
+    /// goes alone.
     #[arg(long, env = "COCKTAIL_JOIN_CALLS_US", default_value_t = cocktail_master::config::LINGER_US)]
     join_calls_us: u64,
     /// Expected worker heartbeat period in milliseconds.

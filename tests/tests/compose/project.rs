@@ -185,7 +185,12 @@ impl Project {
     /// network and the master's worker containers with their states, and the drop
     /// cleans up. When nothing is left but the network itself, Docker still counting an
     /// endpoint on it after every container was removed ("has active endpoints": seen in
-    /// two runs of the compose test), the network is removed here instead.
+    /// three runs of the compose test), the network is removed here instead. If Docker
+    /// still refuses after 10 s, the test says so and goes on: every container is gone,
+    /// which is what `down` must leave, and the network's name is this process's own.
+    /// Once that count stayed wrong for good, with no endpoint left to force off
+    /// (`docker network disconnect --force` of each container the network had: "endpoint
+    /// not found"), as in moby/moby#42119, where only a restart of the daemon clears it.
     pub(crate) fn down(&mut self) {
         let mut command =
             self.command(&["down", "--volumes", "--remove-orphans", "--timeout", "40"]);
@@ -212,7 +217,13 @@ impl Project {
                 "{{.Names}} {{.Status}}",
             ]);
             let only_the_network = on_network.trim().is_empty() && workers.trim().is_empty();
-            if !(only_the_network && self.remove_network()) {
+            if only_the_network && !self.remove_network() {
+                eprintln!(
+                    "Docker counts an endpoint on {} with no container left on it \
+                     (moby/moby#42119); the network stays until the daemon restarts",
+                    self.name
+                );
+            } else if !only_the_network {
                 panic!(
                     "{command:?} failed ({}):\n{}\nstill on the network: {on_network:?}\n\
                      worker containers: {workers:?}",
