@@ -217,18 +217,19 @@ impl Project {
                 "{{.Names}} {{.Status}}",
             ]);
             let only_the_network = on_network.trim().is_empty() && workers.trim().is_empty();
-            if only_the_network && !self.remove_network() {
-                eprintln!(
-                    "Docker counts an endpoint on {} with no container left on it \
-                     (moby/moby#42119); the network stays until the daemon restarts",
-                    self.name
-                );
-            } else if !only_the_network {
+            if !only_the_network {
                 panic!(
                     "{command:?} failed ({}):\n{}\nstill on the network: {on_network:?}\n\
                      worker containers: {workers:?}",
                     output.status,
                     String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            if !self.remove_network() {
+                eprintln!(
+                    "Docker counts an endpoint on {} with no container left on it \
+                     (moby/moby#42119); the network stays until the daemon restarts",
+                    self.name
                 );
             }
         }
