@@ -15,10 +15,12 @@
 #
 #   scripts/peer-ray.sh [--requests N] [--warmup N] [--concurrency 1,8,32]
 #                       [--systems cocktail,ray,ray-haproxy] [--port P] [--gcs-port P]
-#                       [--out DIR]
+#                       [--runs N] [--out DIR]
 #
-# With --out DIR the report is also written to DIR/measured/ray-serve.md, which
-# docs/results.md includes (`--out docs`).
+# With --runs N the whole comparison runs N times and the report is the median run's
+# (by Cocktail's throughput over Ray Serve's in HAProxy mode at 8 clients), its first
+# line quoting every run's figures. With --out DIR the report is also written to
+# DIR/measured/ray-serve.md, which docs/results.md includes (`--runs 3 --out docs`).
 #
 # Defaults: 2,000 measured requests after 200 warm-up ones per row (about 7 minutes on
 # a 2-core machine once built: half of it Ray starting and stopping six times, most of
@@ -32,6 +34,7 @@ SYSTEMS="cocktail,ray,ray-haproxy"
 PORT=28000      # Serve's HTTP port (outside Ray's worker port range, 10002-19999)
 GCS_PORT=26379  # not Redis's 6379, which the tests use
 RAY_VERSION="${RAY_VERSION:-2.60.0}"
+RUNS=1
 REPORT=/dev/null
 ARGS="$*"
 while [ $# -gt 0 ]; do
@@ -42,6 +45,7 @@ while [ $# -gt 0 ]; do
     --systems) SYSTEMS="$2"; shift 2 ;;
     --port) PORT="$2"; shift 2 ;;
     --gcs-port) GCS_PORT="$2"; shift 2 ;;
+    --runs) RUNS="$2"; shift 2 ;;
     --out) mkdir -p "$2/measured"; REPORT="$(cd "$2" && pwd)/measured/ray-serve.md"; shift 2 ;;
     -h|--help) sed -n '2,/^source/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
@@ -140,8 +144,7 @@ trap 'exit 130' INT TERM
 
 # --- Runs --------------------------------------------------------------------------
 LOAD=(--requests "$REQUESTS" --warmup "$WARMUP" --expect-models 3)
-ROWS="$OUT/rows.md"
-: >"$ROWS"
+ROWS=""
 run() { # run SYSTEM CONCURRENCY
   local system="$1" c="$2" row header=()
   # The first row brings the table's header.
@@ -164,17 +167,50 @@ run() { # run SYSTEM CONCURRENCY
 }
 IFS=',' read -r -a levels <<<"$CONCURRENCY"
 IFS=',' read -r -a systems <<<"$SYSTEMS"
-for c in "${levels[@]}"; do
-  for system in "${systems[@]}"; do
-    [ -n "$system" ] && run "$system" "$c"
+for r in $(seq 1 "$RUNS"); do
+  [ "$RUNS" = 1 ] || log "run $r of $RUNS"
+  ROWS="$OUT/rows-$r.md"
+  : >"$ROWS"
+  for c in "${levels[@]}"; do
+    for system in "${systems[@]}"; do
+      [ -n "$system" ] && run "$system" "$c"
+    done
   done
 done
+
+# --- The median run ----------------------------------------------------------------
+# figures ROWS: a run's figures, tab-separated: Cocktail's throughput over Ray Serve's in
+# HAProxy mode at 8 clients (the median run is chosen by it; 0 without those rows), then
+# Cocktail's CPU per request and req/s there and Ray's req/s there.
+figures() {
+  awk -F'|' '
+    function trim(s) { gsub(/^ +| +$/, "", s); return s }
+    trim($3) == "8" { rps[trim($2)] = trim($6); cpu[trim($2)] = trim($9) }
+    END {
+      c = rps["Cocktail"]; r = rps["Ray Serve (HAProxy)"]
+      printf "%s\t%s\t%s\t%s\n", (r + 0 > 0 ? sprintf("%.2f", c / r) : "0"),
+        (cpu["Cocktail"] == "" ? "–" : cpu["Cocktail"]), (c == "" ? "–" : c), (r == "" ? "–" : r)
+    }' "$1"
+}
+NOTE=""
+if [ "$RUNS" -gt 1 ]; then
+  MEDIAN=$(for r in $(seq 1 "$RUNS"); do printf '%s\t%s\n' "$(figures "$OUT/rows-$r.md" | cut -f1)" "$r"; done \
+    | sort -g -k1,1 | sed -n "$((RUNS / 2 + 1))p" | cut -f2)
+  ROWS="$OUT/rows-$MEDIAN.md"
+  # Each figure's values in the order the runs ran (the note median_run writes in
+  # benches/src/measured.rs, for the Rust benchmarks).
+  quoted() { for r in $(seq 1 "$RUNS"); do figures "$OUT/rows-$r.md" | cut -f"$1"; done | paste -sd, | sed 's/,/, /g'; }
+  NOTE=" (run $MEDIAN of $RUNS, the median by the first figure below; each run's, in the order they ran:"
+  NOTE+=" Cocktail's throughput over Ray Serve's (HAProxy) at 8 clients $(quoted 1);"
+  NOTE+=" Cocktail's CPU per request there (ms) $(quoted 2); Cocktail's req/s there $(quoted 3);"
+  NOTE+=" Ray Serve's (HAProxy) req/s there $(quoted 4))"
+fi
 
 # --- Report ------------------------------------------------------------------------
 RAY_REPORTED=$("$PY" -c 'import ray; print(ray.__version__)')
 echo
 {
-echo "Measured on $(date -u +%F) by \`scripts/peer-ray.sh $ARGS\`."
+echo "Measured on $(date -u +%F) by \`scripts/peer-ray.sh $ARGS\`$NOTE."
 echo
 echo "Fashion ensemble cnn_med + mlp_med + lenet (majority vote), one replica/worker per"
 echo "model, ONNX Runtime $ORT_VERSION with 1 intra-op thread; Ray $RAY_REPORTED; $(nproc) cores;"
@@ -214,5 +250,5 @@ awk -F'|' '
 echo
 echo "Throughput above 1× and p99 and CPU below 1× favour Cocktail."
 echo
-echo "Reproduce: \`scripts/peer-ray.sh --out docs\`."
+echo "Reproduce: \`scripts/peer-ray.sh --runs 3 --out docs\`."
 } | tee "$REPORT"

@@ -368,17 +368,17 @@ const WIRE_FRAGMENTS: [Fragment; 3] = [
     (
         "Cocktail-rs and Ray Serve side by side",
         "ray-serve.md",
-        "`scripts/peer-ray.sh --out docs`",
+        "`scripts/peer-ray.sh --runs 3 --out docs`",
     ),
     (
         "The master-to-worker hop: where a request's CPU goes",
         "wire.md",
-        "`target/release/master-bench --out docs`",
+        "`target/release/master-bench --runs 3 --out docs`",
     ),
     (
         "One worker against ONNX Runtime in-process",
         "worker.md",
-        "`target/release/worker-bench --out docs`",
+        "`target/release/worker-bench --runs 3 --out docs`",
     ),
 ];
 

@@ -13,6 +13,8 @@
 //! goals; asserts nothing.
 //!
 //! `cargo build --release --workspace --bins && target/release/master-bench`
+//! (`--runs 3 --out docs` measures three times and writes the median run's table to
+//! `docs/measured/wire.md`, which the results page includes).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,6 +60,11 @@ struct Args {
     /// Also write the table to `OUT/measured/wire.md` (docs/results.md includes it).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Measure this many times and write the median run's table (by the 3-model
+    /// ensemble's req/s at the highest concurrency, on the first wire and hop with the
+    /// most joins), its heading quoting every run's figures.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
     /// Extra flags for every worker, e.g. `--worker-arg=--idle-poll-us=200`.
     #[arg(long = "worker-arg", allow_hyphen_values = true)]
     worker_args: Vec<String>,
@@ -70,6 +77,15 @@ enum Hop {
     Plain,
     /// HTTPS, the workers' certificates signed by a throwaway cluster CA the master trusts.
     Tls,
+}
+
+impl Hop {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "plain",
+            Self::Tls => "tls",
+        }
+    }
 }
 
 /// One row of the table: a constraint that makes the master serve `members` models.
@@ -137,12 +153,25 @@ async fn main() -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let pngs = Arc::new(pngs);
 
+    let mut runs = Vec::new();
+    for run in 1..=args.runs.max(1) {
+        if args.runs > 1 {
+            eprintln!("run {run} of {}", args.runs);
+        }
+        runs.push(measure(&args, &pngs).await?);
+    }
+    measured::report(runs, args.out.as_deref(), "wire.md")
+}
+
+/// Every wire, hop and join of `args` once: the table (printed as it grows) and the
+/// figures of issue 35's row.
+async fn measure(args: &Args, pngs: &Arc<Vec<String>>) -> anyhow::Result<measured::Run> {
     let mut table = format!(
         "{} worker(s) ({}), {} requests per row, one base64 PNG per request from a JSON \
          client. CPU per request is the master's and the workers' (from `/proc`, warm-up \
          requests included), split into the master's, the workers' outside inference, and \
          inference (the CPU time of the thread that ran each batch, in each worker). Issue 35's goals are about the \
-         3-model ensemble (`target/release/master-bench --out docs`).\n\n\
+         3-model ensemble (`target/release/master-bench --runs 3 --out docs`).\n\n\
          | member wire | hop | joined calls wait (µs) | constraint | concurrency | members | member calls joined (%) | req/s | CPU per request (µs) | master CPU (µs) | workers' CPU outside inference (µs) | inference CPU (µs) | client p50 (µs) | wait p50 (µs) | master p50 (µs) | master p99 (µs) | goals (issue 35) |\n\
          |---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
         args.models.len(),
@@ -150,38 +179,144 @@ async fn main() -> anyhow::Result<()> {
         args.requests
     );
     print!("{table}");
+    let mut rows = Vec::new();
     for wire in &args.wires {
-        // The master's flag takes clap's name for the wire.
-        let wire = wire
-            .to_possible_value()
-            .map(|v| v.get_name().to_owned())
-            .unwrap_or_default();
-        let joins: &[u64] = if wire == "binary" { &args.joins } else { &[0] };
+        let joins: &[u64] = if *wire == MemberWire::Binary {
+            &args.joins
+        } else {
+            &[0]
+        };
         for &hop in &args.hops {
             for &join_us in joins {
-                for row in bench_wire(&args, &wire, hop, join_us, &pngs).await? {
-                    println!("{row}");
-                    table.push_str(&row);
+                for row in bench_wire(args, *wire, hop, join_us, pngs).await? {
+                    let line = row.markdown();
+                    println!("{line}");
+                    table.push_str(&line);
                     table.push('\n');
+                    rows.push(row);
                 }
             }
         }
     }
-    if let Some(out) = &args.out {
-        measured::write(out, "wire.md", &table)?;
+    Ok(measured::Run {
+        table,
+        figures: figures(args, &rows),
+    })
+}
+
+/// The figures a run's heading quotes: issue 35's row (the 3-model ensemble on the first
+/// wire and hop with the most joins) at the highest concurrency, and its client p50 at
+/// one client.
+fn figures(args: &Args, rows: &[Row]) -> Vec<measured::Figure> {
+    let (Some(&wire), Some(&hop)) = (args.wires.first(), args.hops.first()) else {
+        return Vec::new();
+    };
+    let join_us = if wire == MemberWire::Binary {
+        args.joins.iter().copied().max().unwrap_or(0)
+    } else {
+        0
+    };
+    let top = args.concurrency.iter().copied().max().unwrap_or(1);
+    let row = |concurrency: usize| {
+        rows.iter().find(|r| {
+            r.ensemble
+                && r.wire == wire
+                && r.hop == hop
+                && r.join_us == join_us
+                && r.concurrency == concurrency
+        })
+    };
+    let mut figures = Vec::new();
+    if let Some(r) = row(top) {
+        let at = format!(
+            "at {top} clients ({}, {}, joins {join_us} µs)",
+            wire_name(wire),
+            hop.name()
+        );
+        figures.extend([
+            measured::Figure::new(format!("the 3-model ensemble's req/s {at}"), r.rps, 0),
+            measured::Figure::new("its CPU per request (µs)", r.cpu_us, 1),
+            measured::Figure::new("its master p50 (µs)", us_f64(r.own.p50), 1),
+            measured::Figure::new("its master p99 (µs)", us_f64(r.own.p99), 1),
+        ]);
     }
-    Ok(())
+    if top != 1
+        && let Some(r) = row(1)
+    {
+        figures.push(measured::Figure::new(
+            "its client p50 at 1 client (µs)",
+            us_f64(r.client.p50),
+            1,
+        ));
+    }
+    figures
+}
+
+fn us_f64(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// The master's flag's name for `wire` (clap's).
+fn wire_name(wire: MemberWire) -> String {
+    wire.to_possible_value()
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default()
+}
+
+/// One row of the table.
+struct Row {
+    wire: MemberWire,
+    hop: Hop,
+    join_us: u64,
+    scenario: &'static str,
+    ensemble: bool,
+    concurrency: usize,
+    members: usize,
+    joined_share: f64,
+    rps: f64,
+    cpu_us: f64,
+    master_us: f64,
+    inference_us: f64,
+    client: Summary,
+    wait: Summary,
+    own: Summary,
+    goals: String,
+}
+
+impl Row {
+    fn markdown(&self) -> String {
+        format!(
+            "| {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
+            wire_name(self.wire),
+            self.hop.name(),
+            self.join_us,
+            self.scenario,
+            self.concurrency,
+            self.members,
+            self.joined_share,
+            self.rps,
+            self.cpu_us,
+            self.master_us,
+            self.cpu_us - self.master_us - self.inference_us,
+            self.inference_us,
+            us(self.client.p50),
+            us(self.wait.p50),
+            us(self.own.p50),
+            us(self.own.p99),
+            self.goals,
+        )
+    }
 }
 
 /// One master with `--member-wire wire` and `--join-calls-us join_us`, and its workers,
 /// reached over `hop`: the table's rows.
 async fn bench_wire(
     args: &Args,
-    wire: &str,
+    wire: MemberWire,
     hop: Hop,
     join_us: u64,
     pngs: &Arc<Vec<String>>,
-) -> anyhow::Result<Vec<String>> {
+) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     let tls = match hop {
         Hop::Plain => None,
@@ -190,7 +325,7 @@ async fn bench_wire(
     let mut master_args: Vec<String> = MASTER_FLAGS.iter().map(|s| (*s).to_owned()).collect();
     master_args.extend([
         "--member-wire".to_owned(),
-        wire.to_owned(),
+        wire_name(wire),
         "--join-calls-us".to_owned(),
         join_us.to_string(),
     ]);
@@ -199,10 +334,6 @@ async fn bench_wire(
     }
     let master_args: Vec<&str> = master_args.iter().map(String::as_str).collect();
     let (master, url) = start("cocktail-master", &master_args).await?;
-    let hop_name = match hop {
-        Hop::Plain => "plain",
-        Hop::Tls => "tls",
-    };
     let tls_flags: Vec<String> = match &tls {
         Some(tls) => vec![
             "--tls-cert".to_owned(),
@@ -290,19 +421,24 @@ async fn bench_wire(
                 Summary::of(&mut wait),
                 Summary::of(&mut own),
             );
-            let goals = goals(scenario, concurrency, cpu_us, &c, &o);
-            let joined_share = 100.0 * joined / (requests * run.members as f64);
-            rows.push(format!(
-                "| {wire} | {hop_name} | {join_us} | {} | {concurrency} | {} | {joined_share:.0} | {:.0} | {cpu_us:.1} | {master_us:.1} | {:.1} | {inference_us:.1} | {} | {} | {} | {} | {goals} |",
-                scenario.name,
-                run.members,
-                run.rps,
-                cpu_us - master_us - inference_us,
-                us(c.p50),
-                us(w.p50),
-                us(o.p50),
-                us(o.p99),
-            ));
+            rows.push(Row {
+                wire,
+                hop,
+                join_us,
+                scenario: scenario.name,
+                ensemble: scenario.ensemble,
+                concurrency,
+                members: run.members,
+                joined_share: 100.0 * joined / (requests * run.members as f64),
+                rps: run.rps,
+                cpu_us,
+                master_us,
+                inference_us,
+                goals: goals(scenario, concurrency, cpu_us, &c, &o),
+                client: c,
+                wait: w,
+                own: o,
+            });
         }
     }
     drop(workers);

@@ -282,7 +282,7 @@ async fn main() -> anyhow::Result<()> {
     )?;
     println!("{table}");
     if let Some(out) = &args.out {
-        let path = measured::write(out, "soak.md", &table)?;
+        let path = measured::write(out, "soak.md", "", &table)?;
         eprintln!("wrote {}", path.display());
     }
     // `cocktail up` stops its master, which stops the workers.

@@ -3,17 +3,17 @@
 //! threads, in one run, with ratios. Prints a markdown table; asserts nothing.
 //!
 //! `cargo build --release -p cocktail-worker -p cocktail-benches && target/release/worker-bench`
-//! (`--out docs` also writes the table to `docs/measured/worker.md`, which the results
-//! page includes).
+//! (`--runs 3 --out docs` measures three times and writes the median run's table to
+//! `docs/measured/worker.md`, which the results page includes).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use cocktail_benches::measured;
+use cocktail_benches::measured::{self, Figure};
 use cocktail_benches::process::{metrics_text, png_base64, secrets, series_sum, start};
 use cocktail_benches::stats::{Summary, said, us};
-use cocktail_common::{Input, TestSet, Zoo};
+use cocktail_common::{Input, ModelEntry, TestSet, Zoo};
 use cocktail_worker::preprocess::Preprocessor;
 use cocktail_worker::{Backend, OnnxBackend};
 use indicatif::ProgressBar;
@@ -36,6 +36,11 @@ struct Args {
     /// Also write the table to `OUT/measured/worker.md` (docs/results.md includes it).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Measure this many times, each with workers of its own, and write the median run's
+    /// table (by the overhead p50 at one client, lone calls inline), its heading quoting
+    /// every run's figures.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
 }
 
 #[tokio::main]
@@ -53,6 +58,25 @@ async fn main() -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let pngs = Arc::new(pngs);
 
+    let mut runs = Vec::new();
+    for run in 1..=args.runs.max(1) {
+        if args.runs > 1 {
+            eprintln!("run {run} of {}", args.runs);
+        }
+        runs.push(measure(&args, &zoo, &model, &test_set, &pngs).await?);
+    }
+    measured::report(runs, args.out.as_deref(), "worker.md")
+}
+
+/// Every concurrency of `args` once, against two fresh workers: the table (printed as it
+/// grows) and the figures of issue 35's goals.
+async fn measure(
+    args: &Args,
+    zoo: &Zoo,
+    model: &ModelEntry,
+    test_set: &TestSet,
+    pngs: &Arc<Vec<String>>,
+) -> anyhow::Result<measured::Run> {
     let threads = args.threads.to_string();
     // Two workers of the model: a lone call runs on the thread that received it (the
     // default) or is always handed to the batch thread (`--no-inline`), measured side by
@@ -68,9 +92,13 @@ async fn main() -> anyhow::Result<()> {
         workers.push((calls, child, url));
     }
 
-    let preprocessor = Preprocessor::for_model(&zoo, &model)?;
+    let preprocessor = Preprocessor::for_model(zoo, model)?;
     let policy = cocktail_common::batching::tune(model.profile.as_ref(), args.threads, None);
-    let mut backend = OnnxBackend::load(&zoo, &model, args.threads, None)?;
+    let mut backend = OnnxBackend::load(zoo, model, args.threads, None)?;
+    // Issue 35's figures, of the default worker (lone calls inline): its overhead at one
+    // client first, the one the median run is chosen by.
+    let mut overhead_at_one = None;
+    let mut ratio_at_top = None;
     // The table is printed as it grows and, with `--out`, written whole at the end.
     let mut table = String::new();
     let mut line = |row: String| {
@@ -113,11 +141,11 @@ async fn main() -> anyhow::Result<()> {
         let in_process_rps = served as f64 / started.elapsed().as_secs_f64();
         let in_process = Summary::of(&mut in_process);
 
-        for (calls, _, url) in &workers {
+        for (index, (calls, _, url)) in workers.iter().enumerate() {
             let infer_url = format!("{url}/v2/models/{}/infer", model.name);
             let before = counted(&client, url).await?;
             let (http_rps, mut latencies) =
-                http_run(&client, &infer_url, &pngs, concurrency, args.requests).await?;
+                http_run(&client, &infer_url, pngs, concurrency, args.requests).await?;
             let after = counted(&client, url).await?;
             // Mean time a request spends inside the worker (handler start to response), so
             // the overhead splits into the worker's share and the client's plus the network's.
@@ -137,8 +165,16 @@ async fn main() -> anyhow::Result<()> {
                 32 => format!("ratio ≥ 0.9: {}", said(ratio >= 0.9)),
                 _ => "-".to_owned(),
             };
+            if index == 0 {
+                if concurrency == 1 {
+                    overhead_at_one = Some(overhead);
+                }
+                if ratio_at_top.is_none_or(|(top, _)| concurrency > top) {
+                    ratio_at_top = Some((concurrency, ratio));
+                }
+            }
             line(format!(
-                "| {concurrency} | {calls} | {in_process_rps:.0} | {http_rps:.0} | {ratio:.2} | {} | {} | {} | {} | {:.1} | {inline_share:.0} | {goal} |",
+                "| {concurrency} | {calls} | {in_process_rps:.0} | {http_rps:.0} | {ratio:.3} | {} | {} | {} | {} | {:.1} | {inline_share:.0} | {goal} |",
                 us(in_process.p50),
                 us(http.p50),
                 us(http.p99),
@@ -153,6 +189,7 @@ async fn main() -> anyhow::Result<()> {
     }
     // What the overhead at one client cannot go below on this machine: a round trip to a
     // handler that does nothing, from the same client over the same connection.
+    let mut floor_p50 = None;
     if let Some((_, _, url)) = workers.first() {
         let floor = floor(&client, &format!("{url}/v2/health/live"), args.requests).await?;
         line(format!(
@@ -160,14 +197,31 @@ async fn main() -> anyhow::Result<()> {
             us(floor.p50),
             us(floor.p99)
         ));
-    }
-    if let Some(out) = &args.out {
-        measured::write(out, "worker.md", &table)?;
+        floor_p50 = Some(floor.p50);
     }
     for (_, mut child, _) in workers {
         child.kill().await.ok();
     }
-    Ok(())
+    let us_f64 = |d: Duration| d.as_secs_f64() * 1e6;
+    let mut figures = Vec::new();
+    if let Some(overhead) = overhead_at_one {
+        figures.push(Figure::new(
+            "overhead p50 at one client, lone calls inline (µs)",
+            us_f64(overhead),
+            1,
+        ));
+    }
+    if let Some((concurrency, ratio)) = ratio_at_top {
+        figures.push(Figure::new(
+            format!("ratio to in-process ONNX Runtime at {concurrency} clients"),
+            ratio,
+            3,
+        ));
+    }
+    if let Some(floor) = floor_p50 {
+        figures.push(Figure::new("HTTP floor p50 (µs)", us_f64(floor), 1));
+    }
+    Ok(measured::Run { table, figures })
 }
 
 /// One client's round trips to `url` (a GET), after a warm-up: their summary.
