@@ -70,6 +70,22 @@ pub fn median_run(mut runs: Vec<Run>) -> Option<(Run, String)> {
     Some((runs.swap_remove(median), note))
 }
 
+/// `runs` runs of `measure` (at least one), one after the other, in the order they ran.
+pub async fn repeat<F, Fut>(runs: usize, mut measure: F) -> anyhow::Result<Vec<Run>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Run>>,
+{
+    let mut done = Vec::with_capacity(runs.max(1));
+    for run in 1..=runs.max(1) {
+        if runs > 1 {
+            eprintln!("run {run} of {runs}");
+        }
+        done.push(measure().await?);
+    }
+    Ok(done)
+}
+
 /// [`median_run`] of `runs`: printed when there was more than one, and written to
 /// `out/measured/file` when there is an `out`.
 pub fn report(runs: Vec<Run>, out: Option<&Path>, file: &str) -> anyhow::Result<()> {

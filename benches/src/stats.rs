@@ -48,7 +48,12 @@ impl Summary {
 
 /// Microseconds with one decimal, for tables.
 pub fn us(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e6)
+    format!("{:.1}", micros(d))
+}
+
+/// A duration in microseconds.
+pub fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
 }
 
 /// A goal's verdict as the benchmarks' tables print it.

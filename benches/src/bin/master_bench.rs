@@ -27,7 +27,7 @@ use cocktail_benches::process::{
     wait_for_workers,
 };
 use cocktail_benches::procfs::{ProcessSet, cpu_between};
-use cocktail_benches::stats::{Summary, said, us};
+use cocktail_benches::stats::{Summary, micros, said, us};
 use cocktail_common::{Input, TestSet, Zoo};
 use cocktail_master::serving::request::MemberWire;
 use indicatif::ProgressBar;
@@ -153,13 +153,7 @@ async fn main() -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let pngs = Arc::new(pngs);
 
-    let mut runs = Vec::new();
-    for run in 1..=args.runs.max(1) {
-        if args.runs > 1 {
-            eprintln!("run {run} of {}", args.runs);
-        }
-        runs.push(measure(&args, &pngs).await?);
-    }
+    let runs = measured::repeat(args.runs, || measure(&args, &pngs)).await?;
     measured::report(runs, args.out.as_deref(), "wire.md")
 }
 
@@ -236,8 +230,8 @@ fn figures(args: &Args, rows: &[Row]) -> Vec<measured::Figure> {
         figures.extend([
             measured::Figure::new(format!("the 3-model ensemble's req/s {at}"), r.rps, 0),
             measured::Figure::new("its CPU per request (µs)", r.cpu_us, 1),
-            measured::Figure::new("its master p50 (µs)", us_f64(r.own.p50), 1),
-            measured::Figure::new("its master p99 (µs)", us_f64(r.own.p99), 1),
+            measured::Figure::new("its master p50 (µs)", micros(r.own.p50), 1),
+            measured::Figure::new("its master p99 (µs)", micros(r.own.p99), 1),
         ]);
     }
     if top != 1
@@ -245,15 +239,11 @@ fn figures(args: &Args, rows: &[Row]) -> Vec<measured::Figure> {
     {
         figures.push(measured::Figure::new(
             "its client p50 at 1 client (µs)",
-            us_f64(r.client.p50),
+            micros(r.client.p50),
             1,
         ));
     }
     figures
-}
-
-fn us_f64(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 /// The master's flag's name for `wire` (clap's).

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use cocktail_benches::measured::{self, Figure};
 use cocktail_benches::process::{metrics_text, png_base64, secrets, series_sum, start};
-use cocktail_benches::stats::{Summary, said, us};
+use cocktail_benches::stats::{Summary, micros, said, us};
 use cocktail_common::{Input, ModelEntry, TestSet, Zoo};
 use cocktail_worker::preprocess::Preprocessor;
 use cocktail_worker::{Backend, OnnxBackend};
@@ -58,13 +58,8 @@ async fn main() -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let pngs = Arc::new(pngs);
 
-    let mut runs = Vec::new();
-    for run in 1..=args.runs.max(1) {
-        if args.runs > 1 {
-            eprintln!("run {run} of {}", args.runs);
-        }
-        runs.push(measure(&args, &zoo, &model, &test_set, &pngs).await?);
-    }
+    let runs =
+        measured::repeat(args.runs, || measure(&args, &zoo, &model, &test_set, &pngs)).await?;
     measured::report(runs, args.out.as_deref(), "worker.md")
 }
 
@@ -99,7 +94,7 @@ async fn measure(
     // client first, the one the median run is chosen by.
     let mut overhead_at_one = None;
     let mut ratio_at_top = None;
-    // The table is printed as it grows and, with `--out`, written whole at the end.
+    // The table is printed as it grows and returned whole at the end.
     let mut table = String::new();
     let mut line = |row: String| {
         println!("{row}");
@@ -202,12 +197,11 @@ async fn measure(
     for (_, mut child, _) in workers {
         child.kill().await.ok();
     }
-    let us_f64 = |d: Duration| d.as_secs_f64() * 1e6;
     let mut figures = Vec::new();
     if let Some(overhead) = overhead_at_one {
         figures.push(Figure::new(
             "overhead p50 at one client, lone calls inline (µs)",
-            us_f64(overhead),
+            micros(overhead),
             1,
         ));
     }
@@ -219,7 +213,7 @@ async fn measure(
         ));
     }
     if let Some(floor) = floor_p50 {
-        figures.push(Figure::new("HTTP floor p50 (µs)", us_f64(floor), 1));
+        figures.push(Figure::new("HTTP floor p50 (µs)", micros(floor), 1));
     }
     Ok(measured::Run { table, figures })
 }
