@@ -19,7 +19,7 @@
 #
 # With --runs N the whole comparison runs N times and the report is the median run's
 # (by Cocktail's throughput over Ray Serve's in HAProxy mode at 8 clients), its first
-# line quoting every run's figures. With --out DIR the report is also written to
+# line quoting every run's figures and each one's median against its goal. With --out DIR the report is also written to
 # DIR/measured/ray-serve.md, which docs/results.md includes (`--runs 3 --out docs`).
 #
 # Defaults: 2,000 measured requests after 200 warm-up ones per row (about 7 minutes on
@@ -197,12 +197,32 @@ if [ "$RUNS" -gt 1 ]; then
   MEDIAN=$(for r in $(seq 1 "$RUNS"); do printf '%s\t%s\n' "$(figures "$OUT/rows-$r.md" | cut -f1)" "$r"; done \
     | sort -g -k1,1 | sed -n "$((RUNS / 2 + 1))p" | cut -f2)
   ROWS="$OUT/rows-$MEDIAN.md"
-  # Each figure's values in the order the runs ran (the note median_run writes in
-  # benches/src/measured.rs, for the Rust benchmarks).
-  quoted() { for r in $(seq 1 "$RUNS"); do figures "$OUT/rows-$r.md" | cut -f"$1"; done | paste -sd, | sed 's/,/, /g'; }
-  NOTE=" (run $MEDIAN of $RUNS, the median by the first figure below; each run's, in the order they ran:"
-  NOTE+=" Cocktail's throughput over Ray Serve's (HAProxy) at 8 clients $(quoted 1);"
-  NOTE+=" Cocktail's CPU per request there (ms) $(quoted 2); Cocktail's req/s there $(quoted 3);"
+  # quoted N [OP LIMIT]: figure N's values in the order the runs ran, then their median
+  # (the upper one of an even count) judged against the goal "OP LIMIT" (<= or >=) if
+  # given: the note median_run writes in benches/src/measured.rs, for the Rust benchmarks.
+  quoted() {
+    for r in $(seq 1 "$RUNS"); do figures "$OUT/rows-$r.md" | cut -f"$1"; done \
+      | awk -v op="${2:-}" -v limit="${3:-}" '
+        { shown[NR] = $1; if ($1 != "–") value[++n] = $1 + 0 }
+        END {
+          for (i = 1; i <= NR; i++) printf "%s%s", (i > 1 ? ", " : ""), shown[i]
+          if (!n) exit
+          # Insertion sort: a handful of runs.
+          for (i = 2; i <= n; i++) for (j = i; j > 1 && value[j - 1] > value[j]; j--) {
+            t = value[j]; value[j] = value[j - 1]; value[j - 1] = t
+          }
+          median = value[int(n / 2) + 1]
+          printf " (median %s", median
+          if (op != "") {
+            met = (op == "<=") ? median <= limit + 0 : median >= limit + 0
+            printf "; goal %s %s: %s", (op == "<=" ? "≤" : "≥"), limit, (met ? "met" : "not met")
+          }
+          printf ")"
+        }'
+  }
+  NOTE=" (run $MEDIAN of $RUNS, the median by the first figure below; each run's, in the order they ran, and each figure's median:"
+  NOTE+=" Cocktail's throughput over Ray Serve's (HAProxy) at 8 clients $(quoted 1 '>=' 10);"
+  NOTE+=" Cocktail's CPU per request there (ms) $(quoted 2 '<=' 0.4); Cocktail's req/s there $(quoted 3);"
   NOTE+=" Ray Serve's (HAProxy) req/s there $(quoted 4))"
 fi
 
