@@ -302,17 +302,17 @@ async fn compose_up_serves_the_readme_examples_and_down_leaves_nothing() {
         Vec::<String>::new(),
         "containers left"
     );
-    assert_eq!(
-        docker_lines(&["network", "ls", "--quiet", "--filter", &label]),
-        Vec::<String>::new(),
-        "networks left"
-    );
+    let networks = docker_lines(&["network", "ls", "--quiet", "--filter", &label]);
     let network = format!("name=^{}$", project.name);
-    assert_eq!(
-        docker_lines(&["network", "ls", "--quiet", "--filter", &network]),
-        Vec::<String>::new(),
-        "the project's network is left"
-    );
+    let own = docker_lines(&["network", "ls", "--quiet", "--filter", &network]);
+    if project.network_stuck {
+        // `down` said why (Docker's own stale count, which only a restart of the daemon
+        // clears): the project's network may stay, nothing else of ours.
+        assert_eq!(networks, own, "networks left besides the project's own");
+    } else {
+        assert_eq!(networks, Vec::<String>::new(), "networks left");
+        assert_eq!(own, Vec::<String>::new(), "the project's network is left");
+    }
     assert_eq!(project.workers(), Vec::new(), "worker containers left");
     assert_eq!(
         docker_lines(&["volume", "ls", "--quiet", "--filter", &label]),

@@ -70,6 +70,9 @@ pub(crate) struct Project {
     /// One more compose file, layered last (a test's own settings).
     overrides: Option<PathBuf>,
     down: bool,
+    /// Whether [`Project::down`] left the project's network to Docker's stale endpoint
+    /// count (moby/moby#42119), every container gone.
+    pub(crate) network_stuck: bool,
 }
 
 impl Project {
@@ -87,6 +90,7 @@ impl Project {
             },
             overrides: None,
             down: false,
+            network_stuck: false,
         }
     }
 
@@ -225,7 +229,8 @@ impl Project {
                     String::from_utf8_lossy(&output.stderr)
                 );
             }
-            if !self.remove_network() {
+            self.network_stuck = !self.remove_network();
+            if self.network_stuck {
                 eprintln!(
                     "Docker counts an endpoint on {} with no container left on it \
                      (moby/moby#42119); the network stays until the daemon restarts",
